@@ -1,0 +1,34 @@
+// All-reduce by direct exchange, for small messages: every rank sends its
+// whole buffer to every other rank (one round), then each rank reduces all
+// contributions itself. Every rank adds them in the same order, rank 0
+// first, so floating-point results are identical on all ranks.
+
+#include <vector>
+
+#include "collectives/collective.hpp"
+
+namespace ucxcoll {
+
+void allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType type, ReduceOp op) {
+  const int n = c.size();
+  const int me = c.rank();
+  const std::size_t bytes = count * elementSize(type);
+  std::vector<std::byte> contributions(bytes * static_cast<std::size_t>(n));
+  auto slot = [&](int r) { return contributions.data() + bytes * static_cast<std::size_t>(r); };
+
+  for (int offset = 1; offset < n; ++offset) {
+    int from = (me - offset + n) % n;
+    int to = (me + offset) % n;
+    c.recv(from, 0, slot(from), bytes);
+    c.send(to, 0, buffer, bytes);
+  }
+  c.wait();
+
+  copyBytes(slot(me), buffer, bytes);
+  copyBytes(buffer, slot(0), bytes);
+  for (int r = 1; r < n; ++r) {
+    reduceInto(op, type, buffer, slot(r), count);
+  }
+}
+
+}  // namespace ucxcoll

@@ -1,0 +1,31 @@
+#pragma once
+// Every UCXCOLL_* environment variable is read here and nowhere else. The
+// README's configuration table lists the same names and defaults.
+
+#include <cstddef>
+#include <string>
+
+#include "common/logging.hpp"
+
+namespace ucxcoll {
+
+struct Config {
+  // UCXCOLL_LOG_LEVEL: error|warn|info|debug.
+  LogLevel logLevel = LogLevel::Warn;
+  // UCXCOLL_SPIN_US: how long a waiting thread polls UCX before it sleeps on
+  // the worker's wakeup fd. Short, because ranks share cores.
+  int spinMicroseconds = 50;
+  // UCXCOLL_SMALL_MSG_BYTES: at or below this many bytes per rank the
+  // latency-bound algorithms are used, above it the bandwidth-bound ones.
+  std::size_t smallMessageBytes = 32 * 1024;
+  // UCXCOLL_ALLGATHER_ALGO / UCXCOLL_ALLREDUCE_ALGO / UCXCOLL_BCAST_ALGO:
+  // "auto" or force one algorithm by name (for benchmarks and tests).
+  std::string allgatherAlgorithm = "auto";
+  std::string allreduceAlgorithm = "auto";
+  std::string broadcastAlgorithm = "auto";
+};
+
+// Parsed once, on first use.
+const Config& config();
+
+}  // namespace ucxcoll

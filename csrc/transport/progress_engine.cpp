@@ -1,0 +1,127 @@
+#include "transport/progress_engine.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "common/config.hpp"
+#include "common/logging.hpp"
+
+namespace ucxcoll {
+namespace {
+
+constexpr int kIdleSleepMs = 1000;
+
+std::mutex& registryMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// The live engine, if any. Weak: groups own it, this only finds it.
+std::weak_ptr<ProgressEngine>& liveEngine() {
+  static std::weak_ptr<ProgressEngine> engine;
+  return engine;
+}
+
+void stopLiveEngineAtExit() {
+  std::shared_ptr<ProgressEngine> engine;
+  {
+    std::lock_guard<std::mutex> lock(registryMutex());
+    engine = liveEngine().lock();
+  }
+  if (engine) {
+    engine->stopThread();
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<ProgressEngine> ProgressEngine::acquire() {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  static pid_t registeredPid = 0;
+  if (registeredPid != getpid()) {
+    // First use in this process, or a forked child: a child must never use
+    // (or destroy) the UCX state it inherited, so it starts afresh.
+    liveEngine() = std::weak_ptr<ProgressEngine>();
+    registeredPid = getpid();
+    std::atexit(stopLiveEngineAtExit);
+  }
+  auto engine = liveEngine().lock();
+  if (!engine) {
+    engine = std::make_shared<ProgressEngine>();
+    liveEngine() = engine;
+  }
+  return engine;
+}
+
+ProgressEngine::ProgressEngine() : worker_(std::make_unique<UcxWorker>()), ownerPid_(getpid()) {
+  thread_ = std::thread([this] { run(); });
+}
+
+ProgressEngine::~ProgressEngine() {
+  if (getpid() != ownerPid_) {
+    // Inherited through fork: the thread does not exist here and UCX state is
+    // the parent's. Leak it rather than tear down what is not ours.
+    thread_.detach();
+    [[maybe_unused]] auto* leaked = worker_.release();
+    return;
+  }
+  stopThread();
+  // Endpoints and the worker are destroyed on this thread now that the
+  // engine thread is gone, so UCX is still used by one thread at a time.
+}
+
+void ProgressEngine::stopThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  worker_->interrupt();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+    thread_.join();
+  }
+}
+
+void ProgressEngine::enqueue(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks_.push_back(std::move(task));
+  }
+  worker_->interrupt();
+}
+
+void ProgressEngine::run() {
+  const auto spin = std::chrono::microseconds(config().spinMicroseconds);
+  auto spinUntil = std::chrono::steady_clock::now() + spin;
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) {
+        return;
+      }
+      if (!tasks_.empty()) {
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+    }
+    if (task) {
+      task();
+      spinUntil = std::chrono::steady_clock::now() + spin;
+      continue;
+    }
+    // Idle: keep UCX's wire-up and unexpected messages moving, spin briefly
+    // so back-to-back collectives do not pay a wakeup, then sleep.
+    if (worker_->progress() > 0) {
+      spinUntil = std::chrono::steady_clock::now() + spin;
+      continue;
+    }
+    if (std::chrono::steady_clock::now() < spinUntil) {
+      continue;
+    }
+    worker_->waitForActivity(kIdleSleepMs);
+  }
+}
+
+}  // namespace ucxcoll

@@ -1,0 +1,76 @@
+#pragma once
+// The process-wide progress engine: one UCX worker and the one thread that
+// drives it, shared by every process group. Callers hand it tasks (a whole
+// collective, or a setup step such as connecting endpoints); it runs them in
+// order on its thread and sleeps on the worker's wakeup fd when idle.
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "transport/ucx_worker.hpp"
+
+namespace ucxcoll {
+
+class ProgressEngine {
+ public:
+  // The engine of this process, created on first use. Groups hold the
+  // returned pointer; the engine shuts down when the last group lets go.
+  static std::shared_ptr<ProgressEngine> acquire();
+
+  ProgressEngine();
+  ~ProgressEngine();
+  ProgressEngine(const ProgressEngine&) = delete;
+  ProgressEngine& operator=(const ProgressEngine&) = delete;
+
+  // Run `task` on the engine thread after the tasks enqueued before it.
+  // A task must not throw; it reports failure through its own channel.
+  void enqueue(std::function<void()> task);
+
+  // Run `task` on the engine thread and wait for its result (or exception).
+  template <typename Fn>
+  auto runSync(Fn task) -> decltype(task()) {
+    using Result = decltype(task());
+    auto promise = std::make_shared<std::promise<Result>>();
+    auto result = promise->get_future();
+    enqueue([promise, task = std::move(task)]() mutable {
+      try {
+        if constexpr (std::is_void_v<Result>) {
+          task();
+          promise->set_value();
+        } else {
+          promise->set_value(task());
+        }
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    });
+    return result.get();
+  }
+
+  // Only the engine thread may touch the worker (inside a task).
+  UcxWorker& worker() { return *worker_; }
+  const std::vector<uint8_t>& address() const { return worker_->address(); }
+
+  // Stop the thread without touching UCX; used at process exit, when UCX's
+  // own libraries may already be tearing down.
+  void stopThread();
+
+ private:
+  void run();
+
+  std::unique_ptr<UcxWorker> worker_;
+  std::mutex mutex_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  pid_t ownerPid_;
+  std::thread thread_;
+};
+
+}  // namespace ucxcoll
