@@ -54,6 +54,8 @@ class ProgressEngine {
     return result.get();
   }
 
+  bool onEngineThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
   // Only the engine thread may touch the worker (inside a task).
   UcxWorker& worker() { return *worker_; }
   const std::vector<uint8_t>& address() const { return worker_->address(); }

@@ -1,0 +1,107 @@
+#include "backend/tensor_checks.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <sstream>
+
+namespace ucxcoll {
+
+std::optional<DataType> toDataType(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return DataType::Float32;
+    case at::kDouble: return DataType::Float64;
+    case at::kHalf: return DataType::Float16;
+    case at::kBFloat16: return DataType::BFloat16;
+    case at::kChar: return DataType::Int8;
+    case at::kByte: return DataType::UInt8;
+    case at::kShort: return DataType::Int16;
+    case at::kInt: return DataType::Int32;
+    case at::kLong: return DataType::Int64;
+    case at::kBool: return DataType::Bool;
+    case at::kComplexFloat: return DataType::Complex64;
+    case at::kComplexDouble: return DataType::Complex128;
+    default: return std::nullopt;
+  }
+}
+
+std::string shapeText(const at::Tensor& tensor) {
+  std::ostringstream out;
+  out << "[";
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    out << (d ? ", " : "") << tensor.size(d);
+  }
+  out << "]";
+  return out.str();
+}
+
+void checkCpu(const char* op, const at::Tensor& tensor, const char* role) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!tensor.is_cuda(), "ucxcoll: ", op, " got a CUDA ", role,
+                              "; CUDA tensors are not supported yet (only CPU tensors). "
+                              "Use CPU tensors, or backend=\"cpu:ucxcoll,cuda:nccl\" to send CUDA tensors to NCCL.");
+  TORCH_CHECK_VALUE(tensor.device().is_cpu(), "ucxcoll: ", op, " got a ", role, " on device ",
+                    tensor.device().str(), "; only CPU tensors are supported");
+  TORCH_CHECK_VALUE(!tensor.is_sparse(), "ucxcoll: ", op, " got a sparse ", role,
+                    "; only dense (strided) tensors are supported");
+}
+
+void checkSingleTensor(const char* op, const std::vector<at::Tensor>& tensors, const char* role) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "ucxcoll: ", op, " takes exactly one ", role, " tensor per rank, got ",
+                    tensors.size());
+  checkCpu(op, tensors[0], role);
+}
+
+void checkAllgatherOutputs(const char* op, const std::vector<at::Tensor>& outputs, const at::Tensor& input,
+                           int worldSize) {
+  const std::string allocate = "allocate one tensor per rank shaped like the input, e.g. "
+                               "[torch.empty_like(tensor) for _ in range(" +
+                               std::to_string(worldSize) + ")]";
+  TORCH_CHECK_VALUE(!outputs.empty(), "ucxcoll: ", op, ": the output list is empty, but it must hold one tensor per ",
+                    "rank (", worldSize, " here); ", allocate);
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == worldSize, "ucxcoll: ", op, ": the output list holds ",
+                    outputs.size(), " tensors but the group has ", worldSize, " ranks; ", allocate);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const at::Tensor& output = outputs[i];
+    checkCpu(op, output, "output tensor");
+    TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(), "ucxcoll: ", op, ": output tensor ", i,
+                     " has dtype ", output.scalar_type(), " but the input has dtype ", input.scalar_type(), "; ",
+                     allocate);
+    if (output.sizes() != input.sizes()) {
+      std::string hint = (output.numel() == 0 && input.numel() > 0)
+                             ? " (torch.tensor([]) or torch.empty(0) is an empty tensor that cannot receive data)"
+                             : "";
+      TORCH_CHECK_VALUE(false, "ucxcoll: ", op, ": output tensor ", i, " has shape ", shapeText(output),
+                        " but the input has shape ", shapeText(input), hint, "; ", allocate);
+    }
+  }
+}
+
+void checkAllgatherIntoTensor(const char* op, const at::Tensor& output, const at::Tensor& input, int worldSize) {
+  checkCpu(op, output, "output tensor");
+  TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(), "ucxcoll: ", op, ": the output tensor has dtype ",
+                   output.scalar_type(), " but the input has dtype ", input.scalar_type());
+  if (output.numel() != input.numel() * worldSize) {
+    std::ostringstream concatenated;
+    std::ostringstream stacked;
+    stacked << "[" << worldSize;
+    for (int64_t d = 0; d < input.dim(); ++d) stacked << ", " << input.size(d);
+    stacked << "]";
+    if (input.dim() == 0) {
+      concatenated << "[" << worldSize << "]";
+    } else {
+      concatenated << "[" << worldSize * input.size(0);
+      for (int64_t d = 1; d < input.dim(); ++d) concatenated << ", " << input.size(d);
+      concatenated << "]";
+    }
+    TORCH_CHECK_VALUE(false, "ucxcoll: ", op, ": the output tensor has ", output.numel(), " elements (shape ",
+                      shapeText(output), ") but must hold world_size (", worldSize, ") x input (", input.numel(),
+                      " elements) = ", input.numel() * worldSize, " elements, e.g. shape ", concatenated.str(),
+                      " (concatenated) or ", stacked.str(), " (stacked)");
+  }
+}
+
+void checkRoot(const char* op, int64_t root, int worldSize) {
+  TORCH_CHECK_VALUE(root >= 0 && root < worldSize, "ucxcoll: ", op, ": root rank ", root,
+                    " is outside the group (valid ranks are 0..", worldSize - 1, ")");
+}
+
+}  // namespace ucxcoll
