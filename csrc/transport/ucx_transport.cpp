@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <sstream>
+#include <string>
 
 #include "common/config.hpp"
 #include "common/error.hpp"
@@ -13,11 +14,17 @@ namespace {
 // Longest single sleep: bounds how late a deadline or an abort is noticed.
 constexpr int kMaxSleepMs = 200;
 
+constexpr const char* kDisagreement = " (ranks disagree about the tensor sizes or the order of collectives)";
+
 std::string sizeMismatch(int peer, std::size_t expected, std::size_t received) {
-  std::ostringstream out;
-  out << "rank " << peer << " sent " << received << " bytes where " << expected
-      << " were expected (ranks disagree about the tensor sizes or the order of collectives)";
-  return out.str();
+  return "rank " + std::to_string(peer) + " sent " + std::to_string(received) + " bytes where " +
+         std::to_string(expected) + " were expected" + kDisagreement;
+}
+
+// UCX reports only that the message did not fit, not its size.
+std::string truncated(int peer, std::size_t expected) {
+  return "rank " + std::to_string(peer) + " sent more than the " + std::to_string(expected) + " bytes expected" +
+         kDisagreement;
 }
 
 }  // namespace
@@ -56,8 +63,9 @@ void UcxTransport::postRecv(int peer, uint64_t tag, void* data, std::size_t byte
   if (UCS_PTR_IS_ERR(request)) {
     ucs_status_t status = UCS_PTR_STATUS(request);
     if (status == UCS_ERR_MESSAGE_TRUNCATED) {
-      if (postFailure_.empty()) postFailure_ = "rank " + std::to_string(peer) + " sent more than the " +
-                                              std::to_string(bytes) + " bytes expected";
+      if (postFailure_.empty()) {
+        postFailure_ = truncated(peer, bytes);
+      }
       return;
     }
     throw Error("receive from rank " + std::to_string(peer) + " failed: " + UcxWorker::statusText(status));
@@ -90,8 +98,7 @@ std::size_t UcxTransport::reapCompleted(std::string& failure, bool& mismatch) {
       return true;
     }
     if (status == UCS_ERR_MESSAGE_TRUNCATED) {
-      failure = "rank " + std::to_string(op.peer) + " sent more than the " + std::to_string(op.bytes) +
-                " bytes expected (ranks disagree about the tensor sizes or the order of collectives)";
+      failure = truncated(op.peer, op.bytes);
       mismatch = true;
     } else if (status != UCS_OK) {
       failure = std::string(op.isReceive ? "receive from" : "send to") + " rank " + std::to_string(op.peer) +

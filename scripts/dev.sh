@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# One entry point for developers and CI. Every command first makes sure the
+# machine is set up (Debian packages, the shared Python environment, the
+# build) and is idempotent: a second run downloads nothing and rebuilds only
+# what changed.
+#
+#   scripts/dev.sh demo     run the examples with torchrun on 4 ranks
+#   scripts/dev.sh test     run every test (Catch2, then pytest)
+#   scripts/dev.sh bench    run the collective benchmarks against gloo
+#   scripts/dev.sh setup    only set up and build
+#
+# UCXCOLL_VENV   where the Python environment lives (default
+#                ~/.cache/ucxcoll/venv; outside the checkout so that every
+#                clone on this machine reuses the same multi-GB torch install)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${UCXCOLL_VENV:-$HOME/.cache/ucxcoll/venv}"
+BUILD="$ROOT/build"
+APT_PACKAGES=(cmake g++ ninja-build ccache catch2 libucx-dev)
+
+log() { printf '[dev.sh] %s\n' "$*" >&2; }
+
+ensure_apt_packages() {
+  local missing=()
+  for package in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  if ((${#missing[@]})); then
+    log "installing Debian packages: ${missing[*]}"
+    local sudo=()
+    [[ $(id -u) -ne 0 ]] && sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+find_python() {
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+      echo "$candidate"
+      return
+    fi
+  done
+  log "need Python >= 3.10"
+  exit 1
+}
+
+ensure_venv() {
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating the Python environment in $VENV"
+    mkdir -p "$(dirname "$VENV")"
+    "$(find_python)" -m venv "$VENV"
+  fi
+  # Reinstall only when the pinned requirements change.
+  local stamp="$VENV/.ucxcoll-requirements" wanted
+  wanted="$(sha256sum "$ROOT/requirements.txt" | cut -d' ' -f1)"
+  if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
+    log "installing pinned Python packages (requirements.txt)"
+    "$VENV/bin/pip" install -q -r "$ROOT/requirements.txt"
+    echo "$wanted" >"$stamp"
+  fi
+}
+
+build() {
+  if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
+    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DPython3_EXECUTABLE="$VENV/bin/python" >/dev/null
+  fi
+  cmake --build "$BUILD" -j2
+  # The package is installed editable: the module built here is the one
+  # Python loads. The install itself (entry point, metadata) is redone only
+  # when the packaging files change.
+  cp -f "$BUILD"/_C*.so "$ROOT/torch_ext/ucxcoll/"
+  local stamp="$BUILD/.ucxcoll-installed" wanted
+  wanted="$(cat "$ROOT/setup.py" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1) $ROOT"
+  if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]] || ! "$VENV/bin/pip" show -q ucxcoll 2>/dev/null; then
+    log "installing ucxcoll into $VENV (editable)"
+    "$VENV/bin/pip" install -q --no-build-isolation --no-deps -e "$ROOT"
+    echo "$wanted" >"$stamp"
+  fi
+}
+
+setup() {
+  ensure_apt_packages
+  ensure_venv
+  build
+}
+
+run_demo() {
+  cd "$ROOT"
+  local torchrun=("$VENV/bin/torchrun" --nproc-per-node=4)
+  "${torchrun[@]}" examples/all_gather.py
+  "${torchrun[@]}" examples/all_gather_2d.py
+  "${torchrun[@]}" examples/ddp_train.py
+}
+
+run_tests() {
+  cd "$ROOT"
+  log "C++ tests (Catch2)"
+  (cd "$BUILD" && ctest --output-on-failure)
+  log "Python tests (pytest)"
+  "$VENV/bin/python" -m pytest test/python -q -rs "$@"
+}
+
+command="${1:-}"
+shift || true
+case "$command" in
+  setup) setup ;;
+  demo) setup && run_demo ;;
+  test) setup && run_tests "$@" ;;
+  bench) setup && cd "$ROOT" && "$VENV/bin/python" benchmarks/bench_collectives.py "$@" ;;
+  *)
+    echo "usage: scripts/dev.sh {demo|test|bench|setup}" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,82 @@
+"""Starts N rank processes on this machine and collects what they report.
+
+Starting a Python process that imports torch costs seconds on our 2-core
+machines, so each world size is started once and runs every check
+(rank_checks.py); the pytest tests then only read the results.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_processes(commands, timeout: float, env=None):
+    """Runs the commands in parallel; returns [(returncode, output)]. Kills
+    every process still running at the timeout (a hang is a failure)."""
+    procs = [
+        subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or os.environ.copy(), cwd=REPO
+        )
+        for cmd in commands
+    ]
+    results = []
+    for proc in procs:
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            output, _ = proc.communicate()
+            output += f"\n[harness] killed after {timeout} s: hang"
+            proc.returncode = -9
+        results.append((proc.returncode, output))
+    return results
+
+
+class RankRun:
+    """The reports of one world size's rank processes."""
+
+    def __init__(self, world: int, timeout: float = 600):
+        self.world = world
+        with tempfile.TemporaryDirectory(prefix=f"ucxcoll-w{world}-") as outdir:
+            port = free_port()
+            commands = [
+                [sys.executable, str(HERE / "rank_checks.py"), str(rank), str(world), str(port), outdir]
+                for rank in range(world)
+            ]
+            self.processes = run_processes(commands, timeout)
+            self.reports = {}
+            for rank in range(world):
+                path = Path(outdir) / f"rank{rank}.json"
+                if path.exists():
+                    self.reports[rank] = json.loads(path.read_text())
+
+    def diagnostics(self) -> str:
+        return "\n".join(
+            f"--- rank {rank}: exit code {code}\n{output[-4000:]}" for rank, (code, output) in enumerate(self.processes)
+        )
+
+    def outcome(self, check: str):
+        """('passed'|'skipped'|'failed', details)."""
+        if len(self.reports) != self.world:
+            return "failed", "not every rank reported:\n" + self.diagnostics()
+        statuses = {rank: report.get(check, {"status": "failed", "error": "not run"}) for rank, report in self.reports.items()}
+        failed = {rank: s for rank, s in statuses.items() if s["status"] == "failed"}
+        if failed:
+            return "failed", "\n".join(f"rank {rank}:\n{s.get('error')}" for rank, s in failed.items())
+        if all(s["status"] == "skipped" for s in statuses.values()):
+            return "skipped", statuses[0]["reason"]
+        return "passed", ""
