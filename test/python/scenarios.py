@@ -1,0 +1,79 @@
+"""Whole-process scenarios, one per subcommand, run by test_scenarios.py:
+
+    python scenarios.py SCENARIO RANK WORLD PORT WORKDIR
+
+Each rank prints one line "RESULT <json>" that the test reads. Like
+rank_checks.py, this never imports ucxcoll.
+"""
+
+import json
+import os
+import resource
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def report(**values) -> None:
+    print("RESULT " + json.dumps(values), flush=True)
+
+
+def repeat_init(rank: int, world: int, port: int, workdir: str) -> None:
+    """init/destroy three times in one process, alternating file:// and
+    tcp:// stores, with a subgroup each time."""
+    sums = []
+    for round_ in range(3):
+        if round_ % 2 == 0:
+            init_method = f"file://{workdir}/store{round_}"
+        else:
+            init_method = f"tcp://127.0.0.1:{port + round_}"
+        dist.init_process_group("ucxcoll", init_method=init_method, rank=rank, world_size=world)
+        tensor = torch.full((10,), float(rank + round_))
+        dist.all_reduce(tensor)
+        subgroup = dist.new_group([0, 1], backend="ucxcoll")
+        if rank in (0, 1):
+            dist.all_reduce(tensor, group=subgroup)
+        dist.barrier()
+        sums.append(tensor[0].item())
+        dist.destroy_process_group()
+    report(sums=sums)
+
+
+def ddp(rank: int, world: int, port: int, workdir: str) -> None:
+    """The same DDP training on ucxcoll and on gloo, from the same seeds."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    from ddp_train import train
+
+    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    ucx_params = train(steps=8, backend="ucxcoll")
+    dist.destroy_process_group()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port + 1}", rank=rank, world_size=world)
+    gloo_params = train(steps=8, backend="gloo")
+    dist.destroy_process_group()
+    difference = (ucx_params - gloo_params).abs().max().item()
+    report(max_abs_difference=difference, scale=gloo_params.abs().max().item())
+
+
+def idle_cpu(rank: int, world: int, port: int, workdir: str) -> None:
+    """CPU seconds a rank uses while its group sits idle for 3 s."""
+    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    tensor = torch.ones(1000)
+    dist.all_reduce(tensor)  # engine up, endpoints wired
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    wall_before = time.monotonic()
+    time.sleep(3.0)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    wall = time.monotonic() - wall_before
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    dist.all_reduce(tensor)  # still works after sleeping
+    dist.destroy_process_group()
+    report(cpu_seconds=cpu, wall_seconds=wall, value=tensor[0].item())
+
+
+SCENARIOS = {"repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu}
+
+if __name__ == "__main__":
+    name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    SCENARIOS[name](rank, world, port, workdir)
