@@ -145,7 +145,8 @@ void UcxBackend::runCollective(const c10::intrusive_ptr<UcxWork>& work, const st
   }
   if (!error) {
     try {
-      Collective collective(*transport_, groupId_, static_cast<uint32_t>(sequence), Deadline::after(timeout), name);
+      Collective collective(*transport_, groupId_, static_cast<uint32_t>(sequence), Deadline::after(timeout), name,
+                            &workspace_);
       body(collective);
     } catch (const AbortedError& aborted) {
       error = backendError(std::string("ucxcoll: ") + aborted.what());

@@ -67,7 +67,9 @@ class UcxBackend : public c10d::Backend {
   std::string groupName_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<ProgressEngine> engine_;
-  std::unique_ptr<UcxTransport> transport_;  // touched only on the engine thread
+  // Touched only on the engine thread:
+  std::unique_ptr<UcxTransport> transport_;
+  Workspace workspace_;
   uint32_t groupId_ = 0;
 
   std::mutex submitMutex_;  // makes "take a sequence number, enqueue" atomic

@@ -3,8 +3,6 @@
 // contributions itself. Every rank adds them in the same order, rank 0
 // first, so floating-point results are identical on all ranks.
 
-#include <vector>
-
 #include "collectives/collective.hpp"
 
 namespace ucxcoll {
@@ -13,8 +11,8 @@ void allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType ty
   const int n = c.size();
   const int me = c.rank();
   const std::size_t bytes = count * elementSize(type);
-  std::vector<std::byte> contributions(bytes * static_cast<std::size_t>(n));
-  auto slot = [&](int r) { return contributions.data() + bytes * static_cast<std::size_t>(r); };
+  std::byte* contributions = c.scratch(bytes * static_cast<std::size_t>(n));
+  auto slot = [&](int r) { return contributions + bytes * static_cast<std::size_t>(r); };
 
   for (int offset = 1; offset < n; ++offset) {
     int from = (me - offset + n) % n;

@@ -6,7 +6,6 @@
 // Every block is reduced on exactly one rank, so all ranks end bit-identical.
 
 #include <algorithm>
-#include <vector>
 
 #include "collectives/collective.hpp"
 
@@ -30,16 +29,16 @@ void allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type
 
   const int right = (me + 1) % n;
   const int left = (me - 1 + n) % n;
-  std::vector<std::byte> incoming(blockCount(0) * element);
+  std::byte* incoming = c.scratch(blockCount(0) * element);
 
   // Reduce-scatter: after step s, block (me - s - 1) holds s + 2 ranks' parts.
   for (int step = 0; step < n - 1; ++step) {
     int sendBlock = (me - step + n) % n;
     int recvBlock = (me - step - 1 + n) % n;
-    c.recv(left, static_cast<uint32_t>(step), incoming.data(), blockCount(recvBlock) * element);
+    c.recv(left, static_cast<uint32_t>(step), incoming, blockCount(recvBlock) * element);
     c.send(right, static_cast<uint32_t>(step), blockData(sendBlock), blockCount(sendBlock) * element);
     c.wait();
-    reduceInto(op, type, blockData(recvBlock), incoming.data(), blockCount(recvBlock));
+    reduceInto(op, type, blockData(recvBlock), incoming, blockCount(recvBlock));
   }
 
   // All-gather: rank me now owns the reduced block (me + 1); pass blocks on.

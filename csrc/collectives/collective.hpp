@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -14,10 +15,24 @@
 
 namespace ucxcoll {
 
+// Scratch memory for algorithms, kept by a group between collectives so
+// that large ones do not allocate (and page-fault) a fresh buffer each time.
+// Its contents are unspecified whenever it is handed out.
+class Workspace {
+ public:
+  std::byte* get(std::size_t bytes);
+
+ private:
+  std::unique_ptr<std::byte[]> buffer_;
+  std::size_t capacity_ = 0;
+};
+
 class Collective {
  public:
   // `name` is used in error messages, e.g. "all_gather #12 on group 3".
-  Collective(Transport& transport, uint32_t groupId, uint32_t sequence, Deadline deadline, std::string name);
+  // Without a `workspace` the collective uses scratch memory of its own.
+  Collective(Transport& transport, uint32_t groupId, uint32_t sequence, Deadline deadline, std::string name,
+             Workspace* workspace = nullptr);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -28,6 +43,9 @@ class Collective {
   // Wait for everything posted so far (see Transport::waitAll).
   void wait();
 
+  // At least `bytes` of scratch memory, valid until the next call.
+  std::byte* scratch(std::size_t bytes) { return workspace_->get(bytes); }
+
  private:
   Transport& transport_;
   int rank_;
@@ -36,6 +54,8 @@ class Collective {
   uint32_t sequence_;
   Deadline deadline_;
   std::string name_;
+  Workspace ownWorkspace_;
+  Workspace* workspace_;
 };
 
 // Copy that tolerates the same or overlapping buffers (in-place collectives

@@ -1,0 +1,139 @@
+"""Collective latency and bandwidth: ucxcoll and gloo side by side.
+
+    python benchmarks/bench_collectives.py [--nproc 2] [--json out.json]
+
+Starts --nproc ranks on this machine (or runs as one rank under torchrun).
+Every rank joins a ucxcoll group and a gloo group; each (operation, size)
+runs on both in the same processes, on the same buffers. Per iteration the
+ranks first meet in a barrier of the backend being measured, then rank 0
+times one collective; the table shows the median after warm-up.
+
+size      bytes per rank (the input of all_gather, the buffer of all_reduce)
+busbw     bus bandwidth as nccl-tests define it: all_gather moves
+          (n-1)/n x output bytes per rank, all_reduce 2(n-1)/n x buffer
+speedup   gloo median / ucxcoll median (> 1: ucxcoll is faster)
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+SIZES = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20]
+OPERATIONS = ["all_gather_into_tensor", "all_gather", "all_reduce"]
+
+
+def iterations_for(size: int) -> tuple[int, int]:
+    """(warm-up, timed) iterations: many for small sizes, few for large."""
+    if size <= 32 << 10:
+        return 20, 200
+    if size <= 2 << 20:
+        return 5, 40
+    return 2, 8
+
+
+def run_rank(args) -> None:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("ucxcoll")  # env:// from the launcher
+    rank, world = dist.get_rank(), dist.get_world_size()
+    groups = {"ucxcoll": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
+    rows = []
+    for operation in args.ops:
+        for size in args.sizes:
+            count = max(1, size // 4)
+            tensor = torch.ones(count, dtype=torch.float32)
+            output = torch.empty(world * count, dtype=torch.float32)
+            outputs = [torch.empty(count, dtype=torch.float32) for _ in range(world)]
+            row = {"operation": operation, "bytes": count * 4, "world_size": world}
+            for backend, group in groups.items():
+                if operation == "all_gather_into_tensor":
+                    def step(): dist.all_gather_into_tensor(output, tensor, group=group)
+                elif operation == "all_gather":
+                    def step(): dist.all_gather(outputs, tensor, group=group)
+                else:
+                    def step(): dist.all_reduce(tensor, group=group)
+                warmup, timed = iterations_for(size)
+                for _ in range(warmup):
+                    step()
+                times = []
+                for _ in range(timed):
+                    dist.barrier(group=group)
+                    start = time.perf_counter()
+                    step()
+                    times.append(time.perf_counter() - start)
+                median = statistics.median(times)
+                factor = (world - 1) / world * (2 if operation == "all_reduce" else world)
+                row[backend] = {
+                    "median_us": median * 1e6,
+                    "busbw_gbps": factor * count * 4 / median / 1e9,
+                    "iterations": timed,
+                }
+            row["speedup"] = row["gloo"]["median_us"] / row["ucxcoll"]["median_us"]
+            rows.append(row)
+            if rank == 0:
+                print_row(row, flush=True)
+    if rank == 0 and args.json:
+        with open(args.json, "w") as out:
+            json.dump({"world_size": world, "torch": torch.__version__, "rows": rows}, out, indent=1)
+    dist.destroy_process_group()
+
+
+def human(size: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+HEADER = (f"| {'operation':<22} | {'size':>7} | {'ucxcoll us':>10} | {'gloo us':>10} | "
+          f"{'ucxcoll GB/s':>12} | {'gloo GB/s':>9} | {'speedup':>7} |")
+
+
+def print_row(row, flush=False) -> None:
+    u, g = row["ucxcoll"], row["gloo"]
+    print(f"| {row['operation']:<22} | {human(row['bytes']):>7} | {u['median_us']:>10.1f} | {g['median_us']:>10.1f} | "
+          f"{u['busbw_gbps']:>12.2f} | {g['busbw_gbps']:>9.2f} | {row['speedup']:>6.2f}x |", flush=flush)
+
+
+def launch(args) -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    print(f"# {args.nproc} ranks on one machine; median of timed iterations after warm-up")
+    print(HEADER)
+    print("|" + "|".join("-" * (len(c)) for c in HEADER.split("|")[1:-1]) + "|", flush=True)
+    procs = []
+    for rank in range(args.nproc):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        command = [sys.executable, __file__, "--worker", "--ops", *args.ops, "--sizes", *map(str, args.sizes)]
+        if args.json:
+            command += ["--json", args.json]
+        procs.append(subprocess.Popen(command, env=env))
+    return max(proc.wait() for proc in procs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--ops", nargs="+", default=OPERATIONS, choices=OPERATIONS)
+    parser.add_argument("--sizes", nargs="+", type=int, default=SIZES)
+    parser.add_argument("--json", default="benchmarks/results/bench_collectives.json")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker or "TORCHELASTIC_RUN_ID" in os.environ:
+        run_rank(args)
+        return
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    sys.exit(launch(args))
+
+
+if __name__ == "__main__":
+    main()
