@@ -17,7 +17,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${UCXCOLL_VENV:-$HOME/.cache/ucxcoll/venv}"
 BUILD="$ROOT/build"
-APT_PACKAGES=(cmake g++ ninja-build ccache catch2 libucx-dev)
+APT_PACKAGES=(cmake g++ ninja-build ccache catch2 libucx-dev clang-format)
 
 log() { printf '[dev.sh] %s\n' "$*" >&2; }
 
@@ -46,8 +46,24 @@ find_python() {
   exit 1
 }
 
+# Debian's own python3 needs python3-venv to make environments and
+# python3-dev for the headers the extension compiles against.
+ensure_python_packages() {
+  local python
+  python="$(find_python)"
+  local missing=()
+  "$python" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+  "$python" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
+    missing+=(python3-dev)
+  if ((${#missing[@]})); then
+    APT_PACKAGES+=("${missing[@]}")
+    ensure_apt_packages
+  fi
+}
+
 ensure_venv() {
   if [[ ! -x "$VENV/bin/python" ]]; then
+    ensure_python_packages
     log "creating the Python environment in $VENV"
     mkdir -p "$(dirname "$VENV")"
     "$(find_python)" -m venv "$VENV"
@@ -94,8 +110,18 @@ run_demo() {
   "${torchrun[@]}" examples/ddp_train.py
 }
 
+check_format() {
+  if ! command -v clang-format >/dev/null; then
+    log "clang-format not installed: format check skipped"
+    return
+  fi
+  log "format check (.clang-format)"
+  clang-format --dry-run --Werror "$ROOT"/csrc/*/*.[ch]pp "$ROOT"/test/cpp/*.[ch]pp
+}
+
 run_tests() {
   cd "$ROOT"
+  check_format
   log "C++ tests (Catch2)"
   (cd "$BUILD" && ctest --output-on-failure)
   log "Python tests (pytest)"

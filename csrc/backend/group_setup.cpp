@@ -16,8 +16,12 @@ c10::intrusive_ptr<c10d::Store> sharedStore(const c10::intrusive_ptr<c10d::Store
   return store;
 }
 
-std::vector<uint8_t> toBytes(const std::string& text) { return {text.begin(), text.end()}; }
-std::string toString(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+std::vector<uint8_t> toBytes(const std::string& text) {
+  return {text.begin(), text.end()};
+}
+std::string toString(const std::vector<uint8_t>& bytes) {
+  return {bytes.begin(), bytes.end()};
+}
 
 }  // namespace
 

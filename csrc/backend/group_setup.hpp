@@ -10,7 +10,7 @@
 namespace ucxcoll {
 
 struct GroupRendezvous {
-  uint32_t groupId = 0;  // goes into every tag (16 bits used)
+  uint32_t groupId = 0;                         // goes into every tag (16 bits used)
   std::vector<std::vector<uint8_t>> addresses;  // indexed by group rank
 };
 

@@ -8,19 +8,32 @@ namespace ucxcoll {
 
 std::optional<DataType> toDataType(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return DataType::Float32;
-    case at::kDouble: return DataType::Float64;
-    case at::kHalf: return DataType::Float16;
-    case at::kBFloat16: return DataType::BFloat16;
-    case at::kChar: return DataType::Int8;
-    case at::kByte: return DataType::UInt8;
-    case at::kShort: return DataType::Int16;
-    case at::kInt: return DataType::Int32;
-    case at::kLong: return DataType::Int64;
-    case at::kBool: return DataType::Bool;
-    case at::kComplexFloat: return DataType::Complex64;
-    case at::kComplexDouble: return DataType::Complex128;
-    default: return std::nullopt;
+    case at::kFloat:
+      return DataType::Float32;
+    case at::kDouble:
+      return DataType::Float64;
+    case at::kHalf:
+      return DataType::Float16;
+    case at::kBFloat16:
+      return DataType::BFloat16;
+    case at::kChar:
+      return DataType::Int8;
+    case at::kByte:
+      return DataType::UInt8;
+    case at::kShort:
+      return DataType::Int16;
+    case at::kInt:
+      return DataType::Int32;
+    case at::kLong:
+      return DataType::Int64;
+    case at::kBool:
+      return DataType::Bool;
+    case at::kComplexFloat:
+      return DataType::Complex64;
+    case at::kComplexDouble:
+      return DataType::Complex128;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -38,8 +51,8 @@ void checkCpu(const char* op, const at::Tensor& tensor, const char* role) {
   TORCH_CHECK_NOT_IMPLEMENTED(!tensor.is_cuda(), "ucxcoll: ", op, " got a CUDA ", role,
                               "; CUDA tensors are not supported yet (only CPU tensors). "
                               "Use CPU tensors, or backend=\"cpu:ucxcoll,cuda:nccl\" to send CUDA tensors to NCCL.");
-  TORCH_CHECK_VALUE(tensor.device().is_cpu(), "ucxcoll: ", op, " got a ", role, " on device ",
-                    tensor.device().str(), "; only CPU tensors are supported");
+  TORCH_CHECK_VALUE(tensor.device().is_cpu(), "ucxcoll: ", op, " got a ", role, " on device ", tensor.device().str(),
+                    "; only CPU tensors are supported");
   TORCH_CHECK_VALUE(!tensor.is_sparse(), "ucxcoll: ", op, " got a sparse ", role,
                     "; only dense (strided) tensors are supported");
 }
@@ -52,9 +65,10 @@ void checkSingleTensor(const char* op, const std::vector<at::Tensor>& tensors, c
 
 void checkAllgatherOutputs(const char* op, const std::vector<at::Tensor>& outputs, const at::Tensor& input,
                            int worldSize) {
-  const std::string allocate = "allocate one tensor per rank shaped like the input, e.g. "
-                               "[torch.empty_like(tensor) for _ in range(" +
-                               std::to_string(worldSize) + ")]";
+  const std::string allocate =
+      "allocate one tensor per rank shaped like the input, e.g. "
+      "[torch.empty_like(tensor) for _ in range(" +
+      std::to_string(worldSize) + ")]";
   TORCH_CHECK_VALUE(!outputs.empty(), "ucxcoll: ", op, ": the output list is empty, but it must hold one tensor per ",
                     "rank (", worldSize, " here); ", allocate);
   TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == worldSize, "ucxcoll: ", op, ": the output list holds ",
@@ -62,9 +76,8 @@ void checkAllgatherOutputs(const char* op, const std::vector<at::Tensor>& output
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const at::Tensor& output = outputs[i];
     checkCpu(op, output, "output tensor");
-    TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(), "ucxcoll: ", op, ": output tensor ", i,
-                     " has dtype ", output.scalar_type(), " but the input has dtype ", input.scalar_type(), "; ",
-                     allocate);
+    TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(), "ucxcoll: ", op, ": output tensor ", i, " has dtype ",
+                     output.scalar_type(), " but the input has dtype ", input.scalar_type(), "; ", allocate);
     if (output.sizes() != input.sizes()) {
       std::string hint = (output.numel() == 0 && input.numel() > 0)
                              ? " (torch.tensor([]) or torch.empty(0) is an empty tensor that cannot receive data)"
@@ -83,13 +96,15 @@ void checkAllgatherIntoTensor(const char* op, const at::Tensor& output, const at
     std::ostringstream concatenated;
     std::ostringstream stacked;
     stacked << "[" << worldSize;
-    for (int64_t d = 0; d < input.dim(); ++d) stacked << ", " << input.size(d);
+    for (int64_t d = 0; d < input.dim(); ++d)
+      stacked << ", " << input.size(d);
     stacked << "]";
     if (input.dim() == 0) {
       concatenated << "[" << worldSize << "]";
     } else {
       concatenated << "[" << worldSize * input.size(0);
-      for (int64_t d = 1; d < input.dim(); ++d) concatenated << ", " << input.size(d);
+      for (int64_t d = 1; d < input.dim(); ++d)
+        concatenated << ", " << input.size(d);
       concatenated << "]";
     }
     TORCH_CHECK_VALUE(false, "ucxcoll: ", op, ": the output tensor has ", output.numel(), " elements (shape ",

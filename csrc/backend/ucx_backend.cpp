@@ -22,20 +22,32 @@ std::exception_ptr backendError(const std::string& message) {
 
 const char* reduceOpName(const c10d::ReduceOp& op) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return "SUM";
-    case c10d::ReduceOp::AVG: return "AVG";
-    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
-    case c10d::ReduceOp::MIN: return "MIN";
-    case c10d::ReduceOp::MAX: return "MAX";
-    case c10d::ReduceOp::BAND: return "BAND";
-    case c10d::ReduceOp::BOR: return "BOR";
-    case c10d::ReduceOp::BXOR: return "BXOR";
-    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-    default: return "unknown";
+    case c10d::ReduceOp::SUM:
+      return "SUM";
+    case c10d::ReduceOp::AVG:
+      return "AVG";
+    case c10d::ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case c10d::ReduceOp::MIN:
+      return "MIN";
+    case c10d::ReduceOp::MAX:
+      return "MAX";
+    case c10d::ReduceOp::BAND:
+      return "BAND";
+    case c10d::ReduceOp::BOR:
+      return "BOR";
+    case c10d::ReduceOp::BXOR:
+      return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    default:
+      return "unknown";
   }
 }
 
-c10::TypePtr tensorListType() { return c10::ListType::create(c10::TensorType::get()); }
+c10::TypePtr tensorListType() {
+  return c10::ListType::create(c10::TensorType::get());
+}
 
 // The buffer a collective writes into: the tensor itself when contiguous,
 // otherwise a contiguous copy that is copied back afterwards.
@@ -54,8 +66,8 @@ void copyBackIfStaged(const at::Tensor& staged, at::Tensor& tensor) {
 UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, std::string groupName)
     : c10d::Backend(rank, size), groupName_(std::move(groupName)), timeout_(timeout) {
-  TORCH_CHECK_VALUE(static_cast<uint32_t>(size) <= tag::kMaxGroupSize, "ucxcoll: groups of up to ",
-                    tag::kMaxGroupSize, " ranks are supported, got ", size);
+  TORCH_CHECK_VALUE(static_cast<uint32_t>(size) <= tag::kMaxGroupSize, "ucxcoll: groups of up to ", tag::kMaxGroupSize,
+                    " ranks are supported, got ", size);
   try {
     engine_ = ProgressEngine::acquire();
     GroupRendezvous group = rendezvous(store, rank, size, engine_->address());
@@ -68,13 +80,15 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
       transport_ = std::make_unique<UcxTransport>(engine_->worker(), rank, std::move(endpoints));
     });
   } catch (const ucxcoll::Error& error) {
-    std::rethrow_exception(backendError(std::string("ucxcoll: cannot set up group \"") + groupName_ +
-                                        "\": " + error.what()));
+    std::rethrow_exception(
+        backendError(std::string("ucxcoll: cannot set up group \"") + groupName_ + "\": " + error.what()));
   }
   UCXCOLL_INFO("group \"" << groupName_ << "\" (id " << groupId_ << "): rank " << rank << " of " << size);
 }
 
-UcxBackend::~UcxBackend() { shutdown(); }
+UcxBackend::~UcxBackend() {
+  shutdown();
+}
 
 void UcxBackend::shutdown() {
   {
@@ -111,8 +125,8 @@ std::chrono::milliseconds UcxBackend::effectiveTimeout(std::chrono::milliseconds
 void UcxBackend::checkUsable(const char* opName) {
   std::lock_guard<std::mutex> lock(failureMutex_);
   if (!failure_.empty()) {
-    std::rethrow_exception(backendError(std::string("ucxcoll: ") + opName +
-                                        " refused: this process group failed earlier: " + failure_));
+    std::rethrow_exception(
+        backendError(std::string("ucxcoll: ") + opName + " refused: this process group failed earlier: " + failure_));
   }
 }
 
@@ -123,10 +137,10 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::submit(c10d::OpType opType, const cha
   std::lock_guard<std::mutex> lock(submitMutex_);
   TORCH_CHECK(!closed_, "ucxcoll: ", opName, " called on a process group that was shut down");
   uint64_t sequence = issued_.fetch_add(1);
-  auto work = c10::make_intrusive<UcxWork>(rank_, opType, (std::string("ucxcoll:") + opName).c_str(),
-                                           std::move(result), std::move(resultType), sequence);
-  std::string name = std::string(opName) + " #" + std::to_string(sequence) + " on group \"" + groupName_ +
-                     "\" (rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ", timeout " +
+  auto work = c10::make_intrusive<UcxWork>(rank_, opType, (std::string("ucxcoll:") + opName).c_str(), std::move(result),
+                                           std::move(resultType), sequence);
+  std::string name = std::string(opName) + " #" + std::to_string(sequence) + " on group \"" + groupName_ + "\" (rank " +
+                     std::to_string(rank_) + " of " + std::to_string(size_) + ", timeout " +
                      std::to_string(timeout.count()) + " ms)";
   engine_->enqueue([this, work, name = std::move(name), timeout, sequence, body = std::move(body)] {
     runCollective(work, name, timeout, sequence, body);
@@ -155,7 +169,8 @@ void UcxBackend::runCollective(const c10::intrusive_ptr<UcxWork>& work, const st
       // unknown state: fail this group from now on, with this cause.
       {
         std::lock_guard<std::mutex> lock(failureMutex_);
-        if (failure_.empty()) failure_ = failed.what();
+        if (failure_.empty())
+          failure_ = failed.what();
       }
       error = backendError(std::string("ucxcoll: ") + failed.what());
     } catch (const c10::Error&) {
@@ -181,10 +196,11 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::broadcast(std::vector<at::Tensor>& te
   at::Tensor buffer = contiguousTarget(tensor);
   int root = static_cast<int>(opts.rootRank);
   bool isRoot = root == rank_;
-  return submit(c10d::OpType::BROADCAST, op, effectiveTimeout(opts.timeout), c10::IValue(tensors),
-                tensorListType(), [tensor, buffer, root, isRoot](Collective& c) mutable {
+  return submit(c10d::OpType::BROADCAST, op, effectiveTimeout(opts.timeout), c10::IValue(tensors), tensorListType(),
+                [tensor, buffer, root, isRoot](Collective& c) mutable {
                   ucxcoll::broadcast(c, buffer.data_ptr(), buffer.nbytes(), root);
-                  if (!isRoot) copyBackIfStaged(buffer, tensor);
+                  if (!isRoot)
+                    copyBackIfStaged(buffer, tensor);
                 });
 }
 
@@ -202,8 +218,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allreduce(std::vector<at::Tensor>& te
                    "complex64, complex128");
   at::Tensor buffer = contiguousTarget(tensor);
   auto count = static_cast<std::size_t>(buffer.numel());
-  return submit(c10d::OpType::ALLREDUCE, op, effectiveTimeout(opts.timeout), c10::IValue(tensors),
-                tensorListType(), [tensor, buffer, count, type = *type](Collective& c) mutable {
+  return submit(c10d::OpType::ALLREDUCE, op, effectiveTimeout(opts.timeout), c10::IValue(tensors), tensorListType(),
+                [tensor, buffer, count, type = *type](Collective& c) mutable {
                   ucxcoll::allreduce(c, buffer.data_ptr(), count, type, ReduceOp::Sum);
                   copyBackIfStaged(buffer, tensor);
                 });
@@ -220,16 +236,19 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgather(std::vector<std::vector<at:
   at::Tensor input = inputTensors[0].contiguous();
   std::vector<at::Tensor> outputs = outputTensors[0];
   std::vector<at::Tensor> targets;
-  for (const auto& output : outputs) targets.push_back(contiguousTarget(output));
+  for (const auto& output : outputs)
+    targets.push_back(contiguousTarget(output));
 
   c10::List<c10::List<at::Tensor>> result;
   result.push_back(c10::List<at::Tensor>(outputs));
   return submit(c10d::OpType::ALLGATHER, op, effectiveTimeout(opts.timeout), c10::IValue(result),
                 c10::ListType::create(tensorListType()), [input, outputs, targets](Collective& c) mutable {
                   std::vector<void*> blocks;
-                  for (auto& target : targets) blocks.push_back(target.data_ptr());
+                  for (auto& target : targets)
+                    blocks.push_back(target.data_ptr());
                   ucxcoll::allgather(c, input.data_ptr(), blocks, input.nbytes());
-                  for (std::size_t i = 0; i < outputs.size(); ++i) copyBackIfStaged(targets[i], outputs[i]);
+                  for (std::size_t i = 0; i < outputs.size(); ++i)
+                    copyBackIfStaged(targets[i], outputs[i]);
                 });
 }
 
@@ -247,7 +266,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::all_gather_single(at::Tensor& outputB
                   const std::size_t bytes = input.nbytes();
                   auto* base = static_cast<std::byte*>(target.data_ptr());
                   std::vector<void*> blocks;
-                  for (int r = 0; r < c.size(); ++r) blocks.push_back(base + bytes * static_cast<std::size_t>(r));
+                  for (int r = 0; r < c.size(); ++r)
+                    blocks.push_back(base + bytes * static_cast<std::size_t>(r));
                   ucxcoll::allgather(c, input.data_ptr(), blocks, bytes);
                   copyBackIfStaged(target, output);
                 });
@@ -260,8 +280,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::_allgather_base(at::Tensor& outputBuf
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::barrier(const c10d::BarrierOptions& opts) {
   return submit(c10d::OpType::BARRIER, "barrier", effectiveTimeout(opts.timeout),
-                c10::IValue(std::vector<at::Tensor>{}), tensorListType(),
-                [](Collective& c) { ucxcoll::barrier(c); });
+                c10::IValue(std::vector<at::Tensor>{}), tensorListType(), [](Collective& c) { ucxcoll::barrier(c); });
 }
 
 }  // namespace ucxcoll

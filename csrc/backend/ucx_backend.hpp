@@ -74,7 +74,7 @@ class UcxBackend : public c10d::Backend {
 
   std::mutex submitMutex_;  // makes "take a sequence number, enqueue" atomic
   std::atomic<uint64_t> issued_{0};
-  bool closed_ = false;     // guarded by submitMutex_
+  bool closed_ = false;  // guarded by submitMutex_
 
   // The first error that broke the group; later collectives fail with it.
   mutable std::mutex failureMutex_;

@@ -4,8 +4,8 @@
 
 namespace ucxcoll {
 
-UcxWork::UcxWork(int rank, c10d::OpType opType, const char* profilingTitle, c10::IValue result,
-                 c10::TypePtr resultType, uint64_t sequence)
+UcxWork::UcxWork(int rank, c10d::OpType opType, const char* profilingTitle, c10::IValue result, c10::TypePtr resultType,
+                 uint64_t sequence)
     : c10d::Work(rank, opType, profilingTitle),
       result_(std::move(result)),
       future_(c10::make_intrusive<c10::ivalue::Future>(std::move(resultType))),
@@ -29,10 +29,12 @@ std::exception_ptr UcxWork::exception() const {
 std::vector<at::Tensor> UcxWork::result() {
   std::vector<at::Tensor> tensors;
   if (result_.isTensorList()) {
-    for (const auto& tensor : result_.toTensorVector()) tensors.push_back(tensor);
+    for (const auto& tensor : result_.toTensorVector())
+      tensors.push_back(tensor);
   } else if (result_.isList()) {  // list of lists (all_gather)
     for (const auto& inner : result_.toListRef()) {
-      for (const auto& tensor : inner.toTensorVector()) tensors.push_back(tensor);
+      for (const auto& tensor : inner.toTensorVector())
+        tensors.push_back(tensor);
     }
   }
   return tensors;
@@ -53,7 +55,9 @@ bool UcxWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> UcxWork::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> UcxWork::getFuture() {
+  return future_;
+}
 
 void UcxWork::finish() {
   {

@@ -15,8 +15,8 @@ std::byte* Workspace::get(std::size_t bytes) {
   return buffer_.get();
 }
 
-Collective::Collective(Transport& transport, uint32_t groupId, uint32_t sequence, Deadline deadline,
-                       std::string name, Workspace* workspace)
+Collective::Collective(Transport& transport, uint32_t groupId, uint32_t sequence, Deadline deadline, std::string name,
+                       Workspace* workspace)
     : transport_(transport),
       rank_(transport.rank()),
       size_(transport.size()),
@@ -34,7 +34,9 @@ void Collective::recv(int peer, uint32_t step, void* data, std::size_t bytes) {
   transport_.postRecv(peer, tag::make(groupId_, sequence_, step, static_cast<uint32_t>(peer)), data, bytes);
 }
 
-void Collective::wait() { transport_.waitAll(deadline_, name_); }
+void Collective::wait() {
+  transport_.waitAll(deadline_, name_);
+}
 
 void copyBytes(void* destination, const void* source, std::size_t bytes) {
   if (destination != source && bytes > 0) {

@@ -60,7 +60,9 @@ inline uint16_t floatToHalf(float value) {
   return static_cast<uint16_t>(sign | (absolute >> 13));
 }
 
-inline float bfloat16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float bfloat16ToFloat(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 inline uint16_t floatToBfloat16(float value) {
   uint32_t bits = std::bit_cast<uint32_t>(value);
@@ -133,18 +135,30 @@ std::size_t elementSize(DataType type) {
 
 const char* dataTypeName(DataType type) {
   switch (type) {
-    case DataType::Float32: return "float32";
-    case DataType::Float64: return "float64";
-    case DataType::Float16: return "float16";
-    case DataType::BFloat16: return "bfloat16";
-    case DataType::Int8: return "int8";
-    case DataType::UInt8: return "uint8";
-    case DataType::Int16: return "int16";
-    case DataType::Int32: return "int32";
-    case DataType::Int64: return "int64";
-    case DataType::Bool: return "bool";
-    case DataType::Complex64: return "complex64";
-    case DataType::Complex128: return "complex128";
+    case DataType::Float32:
+      return "float32";
+    case DataType::Float64:
+      return "float64";
+    case DataType::Float16:
+      return "float16";
+    case DataType::BFloat16:
+      return "bfloat16";
+    case DataType::Int8:
+      return "int8";
+    case DataType::UInt8:
+      return "uint8";
+    case DataType::Int16:
+      return "int16";
+    case DataType::Int32:
+      return "int32";
+    case DataType::Int64:
+      return "int64";
+    case DataType::Bool:
+      return "bool";
+    case DataType::Complex64:
+      return "complex64";
+    case DataType::Complex128:
+      return "complex128";
   }
   return "unknown";
 }
@@ -172,14 +186,14 @@ void reduceInto(ReduceOp op, DataType type, void* accumulator, const void* opera
     case DataType::UInt8:
       return sumArithmetic(static_cast<uint8_t*>(accumulator), static_cast<const uint8_t*>(operand), count);
     case DataType::Int16:
-      return sumWrapping<int16_t, uint16_t>(static_cast<int16_t*>(accumulator),
-                                            static_cast<const int16_t*>(operand), count);
+      return sumWrapping<int16_t, uint16_t>(static_cast<int16_t*>(accumulator), static_cast<const int16_t*>(operand),
+                                            count);
     case DataType::Int32:
-      return sumWrapping<int32_t, uint32_t>(static_cast<int32_t*>(accumulator),
-                                            static_cast<const int32_t*>(operand), count);
+      return sumWrapping<int32_t, uint32_t>(static_cast<int32_t*>(accumulator), static_cast<const int32_t*>(operand),
+                                            count);
     case DataType::Int64:
-      return sumWrapping<int64_t, uint64_t>(static_cast<int64_t*>(accumulator),
-                                            static_cast<const int64_t*>(operand), count);
+      return sumWrapping<int64_t, uint64_t>(static_cast<int64_t*>(accumulator), static_cast<const int64_t*>(operand),
+                                            count);
     case DataType::Bool:
       return sumBool(static_cast<uint8_t*>(accumulator), static_cast<const uint8_t*>(operand), count);
   }

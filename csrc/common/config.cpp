@@ -20,8 +20,7 @@ long envInteger(const char* name, long fallback) {
   char* end = nullptr;
   long parsed = std::strtol(value, &end, 10);
   if (end == value || *end != '\0' || parsed < 0) {
-    std::cerr << "[ucxcoll] ignoring " << name << "=" << value
-              << ": expected a non-negative integer\n";
+    std::cerr << "[ucxcoll] ignoring " << name << "=" << value << ": expected a non-negative integer\n";
     return fallback;
   }
   return parsed;
@@ -33,9 +32,12 @@ std::string envString(const char* name, const std::string& fallback) {
 }
 
 LogLevel parseLogLevel(const std::string& text) {
-  if (text == "error") return LogLevel::Error;
-  if (text == "info") return LogLevel::Info;
-  if (text == "debug") return LogLevel::Debug;
+  if (text == "error")
+    return LogLevel::Error;
+  if (text == "info")
+    return LogLevel::Info;
+  if (text == "debug")
+    return LogLevel::Debug;
   return LogLevel::Warn;
 }
 

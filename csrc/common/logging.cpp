@@ -9,14 +9,15 @@
 
 namespace ucxcoll {
 
-LogLevel logLevel() { return config().logLevel; }
+LogLevel logLevel() {
+  return config().logLevel;
+}
 
 void logMessage(LogLevel level, const std::string& message) {
   static std::mutex mutex;
   static const char* names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
   std::lock_guard<std::mutex> lock(mutex);
-  std::cerr << "[ucxcoll " << names[static_cast<int>(level)] << " pid " << getpid() << "] " << message
-            << std::endl;
+  std::cerr << "[ucxcoll " << names[static_cast<int>(level)] << " pid " << getpid() << "] " << message << std::endl;
 }
 
 }  // namespace ucxcoll

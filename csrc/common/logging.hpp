@@ -13,13 +13,13 @@ void logMessage(LogLevel level, const std::string& message);
 
 }  // namespace ucxcoll
 
-#define UCXCOLL_LOG(level, expr)                                    \
-  do {                                                              \
+#define UCXCOLL_LOG(level, expr)                                              \
+  do {                                                                        \
     if (static_cast<int>(level) <= static_cast<int>(::ucxcoll::logLevel())) { \
-      std::ostringstream ucxcoll_log_stream_;                       \
-      ucxcoll_log_stream_ << expr;                                  \
-      ::ucxcoll::logMessage(level, ucxcoll_log_stream_.str());      \
-    }                                                               \
+      std::ostringstream ucxcoll_log_stream_;                                 \
+      ucxcoll_log_stream_ << expr;                                            \
+      ::ucxcoll::logMessage(level, ucxcoll_log_stream_.str());                \
+    }                                                                         \
   } while (0)
 
 #define UCXCOLL_WARN(expr) UCXCOLL_LOG(::ucxcoll::LogLevel::Warn, expr)

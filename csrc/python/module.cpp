@@ -1,8 +1,8 @@
 // pybind11 glue only: expose the backend class and the creator function that
 // torch.distributed calls (extended API) for backend="ucxcoll".
 
-#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <ucp/api/ucp.h>
 
@@ -30,8 +30,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "ucxcoll: a torch.distributed backend over UCX";
   py::class_<ucxcoll::UcxBackend, c10d::Backend, c10::intrusive_ptr<ucxcoll::UcxBackend>>(m, "UcxBackend")
       .def_property_readonly("group_id", &ucxcoll::UcxBackend::groupId);
-  m.def("create_backend", &createBackend, py::arg("dist_backend_options"),
-        py::call_guard<py::gil_scoped_release>(),
+  m.def("create_backend", &createBackend, py::arg("dist_backend_options"), py::call_guard<py::gil_scoped_release>(),
         "Create the backend for one process group (called by torch.distributed).");
   m.def("ucx_version", &ucxVersion, "Version of the UCX library loaded at run time.");
 }

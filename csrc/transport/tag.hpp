@@ -33,17 +33,21 @@ inline constexpr uint64_t kMatchAnySender = ~(kFieldMask << kSenderShift);
 // only collide with one 65,536 collectives (steps) away, and no rank gets
 // that far ahead of its peers because every collective waits for them.
 constexpr uint64_t make(uint32_t group, uint32_t sequence, uint32_t step, uint32_t sender) {
-  return ((uint64_t{group} & kFieldMask) << kGroupShift) |
-         ((uint64_t{sequence} & kFieldMask) << kSequenceShift) |
-         ((uint64_t{step} & kFieldMask) << kStepShift) |
-         ((uint64_t{sender} & kFieldMask) << kSenderShift);
+  return ((uint64_t{group} & kFieldMask) << kGroupShift) | ((uint64_t{sequence} & kFieldMask) << kSequenceShift) |
+         ((uint64_t{step} & kFieldMask) << kStepShift) | ((uint64_t{sender} & kFieldMask) << kSenderShift);
 }
 
-constexpr uint32_t group(uint64_t tag) { return static_cast<uint32_t>((tag >> kGroupShift) & kFieldMask); }
+constexpr uint32_t group(uint64_t tag) {
+  return static_cast<uint32_t>((tag >> kGroupShift) & kFieldMask);
+}
 constexpr uint32_t sequence(uint64_t tag) {
   return static_cast<uint32_t>((tag >> kSequenceShift) & kFieldMask);
 }
-constexpr uint32_t step(uint64_t tag) { return static_cast<uint32_t>((tag >> kStepShift) & kFieldMask); }
-constexpr uint32_t sender(uint64_t tag) { return static_cast<uint32_t>((tag >> kSenderShift) & kFieldMask); }
+constexpr uint32_t step(uint64_t tag) {
+  return static_cast<uint32_t>((tag >> kStepShift) & kFieldMask);
+}
+constexpr uint32_t sender(uint64_t tag) {
+  return static_cast<uint32_t>((tag >> kSenderShift) & kFieldMask);
+}
 
 }  // namespace ucxcoll::tag

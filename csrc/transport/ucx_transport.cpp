@@ -32,7 +32,9 @@ std::string truncated(int peer, std::size_t expected) {
 UcxTransport::UcxTransport(UcxWorker& worker, int rank, std::vector<ucp_ep_h> endpoints)
     : worker_(worker), rank_(rank), endpoints_(std::move(endpoints)) {}
 
-UcxTransport::~UcxTransport() { cancelPending(); }
+UcxTransport::~UcxTransport() {
+  cancelPending();
+}
 
 void UcxTransport::checkPeer(int peer) const {
   if (peer < 0 || peer >= size()) {
@@ -45,8 +47,7 @@ void UcxTransport::postSend(int peer, uint64_t tag, const void* data, std::size_
   ucp_request_param_t param{};
   ucs_status_ptr_t request = ucp_tag_send_nbx(endpoints_[peer], data, bytes, tag, &param);
   if (UCS_PTR_IS_ERR(request)) {
-    throw Error("send to rank " + std::to_string(peer) + " failed: " +
-                UcxWorker::statusText(UCS_PTR_STATUS(request)));
+    throw Error("send to rank " + std::to_string(peer) + " failed: " + UcxWorker::statusText(UCS_PTR_STATUS(request)));
   }
   if (request != nullptr) {
     pending_.push_back({request, false, peer, bytes});

@@ -91,7 +91,9 @@ UcxWorker::UcxWorker() {
   UCXCOLL_DEBUG("UCX worker created, address " << address_.size() << " bytes");
 }
 
-UcxWorker::~UcxWorker() { closeEndpoints(); }
+UcxWorker::~UcxWorker() {
+  closeEndpoints();
+}
 
 ucp_ep_h UcxWorker::connect(const std::vector<uint8_t>& peerAddress) {
   auto found = endpoints_.find(peerAddress);
@@ -171,6 +173,8 @@ void UcxWorker::drainInterrupts() {
   [[maybe_unused]] auto read = ::read(interrupt_.get(), &count, sizeof(count));
 }
 
-std::string UcxWorker::statusText(ucs_status_t status) { return ucs_status_string(status); }
+std::string UcxWorker::statusText(ucs_status_t status) {
+  return ucs_status_string(status);
+}
 
 }  // namespace ucxcoll

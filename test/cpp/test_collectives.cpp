@@ -23,7 +23,9 @@ Collective makeCollective(Transport& t, uint32_t sequence, const char* name) {
   return Collective(t, 1, sequence, Deadline::after(std::chrono::seconds(60)), name);
 }
 
-int32_t valueOf(int rank, std::size_t index) { return static_cast<int32_t>(rank * 1000003 + index * 7); }
+int32_t valueOf(int rank, std::size_t index) {
+  return static_cast<int32_t>(rank * 1000003 + index * 7);
+}
 
 const std::vector<std::size_t> kElementCounts{0, 1, 3, 1000, 65536 + 5, 1 << 20};
 
@@ -34,23 +36,25 @@ void checkAllgather(AllgatherFn algorithm, const char* name) {
         uint32_t sequence = 0;
         for (std::size_t count : kElementCounts) {
           std::vector<int32_t> input(count);
-          for (std::size_t i = 0; i < count; ++i) input[i] = valueOf(rank, i);
+          for (std::size_t i = 0; i < count; ++i)
+            input[i] = valueOf(rank, i);
           std::vector<std::vector<int32_t>> outputs(n, std::vector<int32_t>(count, -1));
           std::vector<void*> pointers;
-          for (auto& output : outputs) pointers.push_back(output.data());
+          for (auto& output : outputs)
+            pointers.push_back(output.data());
           auto c = makeCollective(t, sequence++, name);
           algorithm(c, input.data(), pointers, count * sizeof(int32_t));
           for (int r = 0; r < n; ++r) {
             for (std::size_t i = 0; i < count; ++i) {
-              expect(outputs[r][i] == valueOf(r, i), std::string(name) + ": block " + std::to_string(r) +
-                                                         " element " + std::to_string(i) + " of " +
-                                                         std::to_string(count));
+              expect(outputs[r][i] == valueOf(r, i), std::string(name) + ": block " + std::to_string(r) + " element " +
+                                                         std::to_string(i) + " of " + std::to_string(count));
             }
           }
         }
       });
       CHECK(failures.empty());
-      for (auto& f : failures) UNSCOPED_INFO(f);
+      for (auto& f : failures)
+        UNSCOPED_INFO(f);
     }
   }
 }
@@ -76,36 +80,50 @@ void checkAllreduce(AllreduceFn algorithm, const char* name) {
             expect(floats[i] == static_cast<float>(rankSum * static_cast<int>(i % 1024)),
                    std::string(name) + " float element " + std::to_string(i) + " of " + std::to_string(count));
             int64_t expected = 0;
-            for (int r = 0; r < n; ++r) expected += static_cast<int64_t>(valueOf(r, i)) << 20;
+            for (int r = 0; r < n; ++r)
+              expected += static_cast<int64_t>(valueOf(r, i)) << 20;
             expect(integers[i] == expected,
                    std::string(name) + " int64 element " + std::to_string(i) + " of " + std::to_string(count));
           }
         }
       });
       CHECK(failures.empty());
-      for (auto& f : failures) UNSCOPED_INFO(f);
+      for (auto& f : failures)
+        UNSCOPED_INFO(f);
     }
   }
 }
 
 }  // namespace
 
-TEST_CASE("allgather direct exchange", "[collectives]") { checkAllgather(&allgatherDirect, "allgatherDirect"); }
-TEST_CASE("allgather ring", "[collectives]") { checkAllgather(&allgatherRing, "allgatherRing"); }
-TEST_CASE("allgather with size-based selection", "[collectives]") { checkAllgather(&allgather, "allgather"); }
+TEST_CASE("allgather direct exchange", "[collectives]") {
+  checkAllgather(&allgatherDirect, "allgatherDirect");
+}
+TEST_CASE("allgather ring", "[collectives]") {
+  checkAllgather(&allgatherRing, "allgatherRing");
+}
+TEST_CASE("allgather with size-based selection", "[collectives]") {
+  checkAllgather(&allgather, "allgather");
+}
 
-TEST_CASE("allreduce direct exchange", "[collectives]") { checkAllreduce(&allreduceDirect, "allreduceDirect"); }
-TEST_CASE("allreduce ring", "[collectives]") { checkAllreduce(&allreduceRing, "allreduceRing"); }
+TEST_CASE("allreduce direct exchange", "[collectives]") {
+  checkAllreduce(&allreduceDirect, "allreduceDirect");
+}
+TEST_CASE("allreduce ring", "[collectives]") {
+  checkAllreduce(&allreduceRing, "allreduceRing");
+}
 
 TEST_CASE("allgather into one buffer with the input inside it (in place)", "[collectives]") {
   auto failures = runRanks(3, [](int rank, UcxTransport& t) {
     std::vector<int32_t> buffer(3 * 5, -1);
-    for (int i = 0; i < 5; ++i) buffer[rank * 5 + i] = valueOf(rank, i);
+    for (int i = 0; i < 5; ++i)
+      buffer[rank * 5 + i] = valueOf(rank, i);
     std::vector<void*> pointers{buffer.data(), buffer.data() + 5, buffer.data() + 10};
     auto c = makeCollective(t, 0, "in-place allgather");
     allgatherRing(c, buffer.data() + rank * 5, pointers, 5 * sizeof(int32_t));
     for (int r = 0; r < 3; ++r)
-      for (int i = 0; i < 5; ++i) expect(buffer[r * 5 + i] == valueOf(r, i), "in-place block");
+      for (int i = 0; i < 5; ++i)
+        expect(buffer[r * 5 + i] == valueOf(r, i), "in-place block");
   });
   CHECK(failures.empty());
 }
@@ -119,7 +137,8 @@ TEST_CASE("broadcast binomial from every root", "[collectives]") {
           for (std::size_t count : kElementCounts) {
             std::vector<int32_t> buffer(count, -1);
             if (rank == root)
-              for (std::size_t i = 0; i < count; ++i) buffer[i] = valueOf(root, i);
+              for (std::size_t i = 0; i < count; ++i)
+                buffer[i] = valueOf(root, i);
             auto c = makeCollective(t, sequence++, "broadcast");
             broadcastBinomial(c, buffer.data(), count * sizeof(int32_t), root);
             for (std::size_t i = 0; i < count; ++i)
@@ -128,7 +147,8 @@ TEST_CASE("broadcast binomial from every root", "[collectives]") {
         }
       });
       CHECK(failures.empty());
-      for (auto& f : failures) UNSCOPED_INFO(f);
+      for (auto& f : failures)
+        UNSCOPED_INFO(f);
     }
   }
 }
@@ -138,7 +158,8 @@ TEST_CASE("barrier: no rank leaves before the last one enters", "[collectives]")
     DYNAMIC_SECTION("barrier with " << n << " ranks") {
       std::atomic<int> entered{0};
       auto failures = runRanks(n, [&](int rank, UcxTransport& t) {
-        if (rank == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (rank == n - 1)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
         entered.fetch_add(1);
         auto c = makeCollective(t, 0, "barrier");
         barrierDissemination(c);
@@ -166,5 +187,6 @@ TEST_CASE("ranks disagreeing about the size get a mismatch error, not wrong data
     throw std::runtime_error("size disagreement went unnoticed");
   });
   CHECK(failures.empty());
-  for (auto& f : failures) UNSCOPED_INFO(f);
+  for (auto& f : failures)
+    UNSCOPED_INFO(f);
 }

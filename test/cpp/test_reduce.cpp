@@ -7,7 +7,6 @@
 
 using namespace ucxcoll;
 
-
 TEST_CASE("integer sums wrap like torch's", "[reduce]") {
   std::vector<int8_t> a{100, -128, 5};
   std::vector<int8_t> b{100, -1, -6};

@@ -21,7 +21,9 @@ std::vector<uint8_t> pattern(std::size_t bytes, int seed) {
   return data;
 }
 
-Deadline soon() { return Deadline::after(std::chrono::seconds(30)); }
+Deadline soon() {
+  return Deadline::after(std::chrono::seconds(30));
+}
 
 }  // namespace
 
@@ -44,7 +46,8 @@ TEST_CASE("send/recv between two ranks, 0 B to 64 MiB", "[transport]") {
     }
   });
   CHECK(failures.empty());
-  for (auto& f : failures) UNSCOPED_INFO(f);
+  for (auto& f : failures)
+    UNSCOPED_INFO(f);
 }
 
 TEST_CASE("a rank can send to itself", "[transport]") {
@@ -96,7 +99,8 @@ TEST_CASE("a receive nobody sends to times out naming the silent peer", "[transp
     throw std::runtime_error("no timeout");
   });
   CHECK(failures.empty());
-  for (auto& f : failures) UNSCOPED_INFO(f);
+  for (auto& f : failures)
+    UNSCOPED_INFO(f);
 }
 
 TEST_CASE("a message larger or smaller than the receive buffer is a mismatch", "[transport][errors]") {
@@ -120,7 +124,8 @@ TEST_CASE("a message larger or smaller than the receive buffer is a mismatch", "
       throw std::runtime_error("no mismatch reported for " + std::to_string(sent) + " bytes");
     });
     CHECK(failures.empty());
-    for (auto& f : failures) UNSCOPED_INFO(f);
+    for (auto& f : failures)
+      UNSCOPED_INFO(f);
   }
 }
 
