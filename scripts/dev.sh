@@ -89,7 +89,11 @@ build() {
   cp -f "$BUILD"/_C*.so "$ROOT/torch_ext/ucxcoll/"
   local stamp="$BUILD/.ucxcoll-installed" wanted
   wanted="$(cat "$ROOT/setup.py" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1) $ROOT"
-  if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]] || ! "$VENV/bin/pip" show -q ucxcoll 2>/dev/null; then
+  # The venv is shared by every clone on the machine: reinstall when the
+  # installed package is another checkout's (find_spec does not import it).
+  local installed
+  installed="$("$VENV/bin/python" -c 'import importlib.util as u; s = u.find_spec("ucxcoll"); print(s.origin if s else "")' 2>/dev/null || true)"
+  if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" || "$installed" != "$ROOT/torch_ext/ucxcoll/__init__.py" ]]; then
     log "installing ucxcoll into $VENV (editable)"
     "$VENV/bin/pip" install -q --no-build-isolation --no-deps -e "$ROOT"
     echo "$wanted" >"$stamp"
