@@ -72,7 +72,31 @@ def idle_cpu(rank: int, world: int, port: int, workdir: str) -> None:
     report(cpu_seconds=cpu, wall_seconds=wall, value=tensor[0].item())
 
 
-SCENARIOS = {"repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu}
+def dead_peer(rank: int, world: int, port: int, workdir: str) -> None:
+    """The last rank dies after the first collective; the others must get
+    an error naming it within the group timeout, then shut down cleanly."""
+    from datetime import timedelta
+
+    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=3))
+    tensor = torch.ones(4)
+    dist.all_reduce(tensor)
+    if rank == world - 1:
+        report(died=True)
+        os._exit(0)  # no destroy, no goodbye: as a crash would
+    errors = []
+    for big in (False, True):  # eager and rendezvous (CMA) messages
+        started = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(1 << 20 if big else 4))
+        except dist.DistBackendError as error:
+            errors.append({"message": str(error), "seconds": time.monotonic() - started})
+    started = time.monotonic()
+    dist.destroy_process_group()
+    report(errors=errors, destroy_seconds=time.monotonic() - started)
+
+
+SCENARIOS = {"repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

@@ -106,3 +106,18 @@ def test_idle_group_does_not_burn_a_core():
     for report in reports:
         assert report["value"] == 4.0  # two all_reduces of ones over 2 ranks
         assert report["cpu_seconds"] < 0.3 * report["wall_seconds"], report
+
+
+def test_dead_peer_ends_in_an_error_naming_it_not_a_hang():
+    reports = run_scenario("dead_peer", world=3, timeout=120)
+    assert reports[2] == {"died": True}
+    for rank in (0, 1):
+        errors = reports[rank]["errors"]
+        assert len(errors) == 2, reports[rank]
+        # The first collective after the death times out naming rank 2;
+        # the group then fails fast with that cause.
+        first, second = errors
+        assert "all_reduce #1" in first["message"] and "timed out" in first["message"], first
+        assert "no data from rank(s) [2]" in first["message"], first
+        assert "failed earlier" in second["message"], second
+        assert reports[rank]["destroy_seconds"] < 30, reports[rank]
