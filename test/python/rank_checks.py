@@ -385,6 +385,22 @@ def subgroup_of_all_but_last_rank(ctx: Context) -> None:
     dist.destroy_process_group(ours_group)
 
 
+@check()
+def new_groups_share_the_one_progress_thread(ctx: Context) -> None:
+    # One UCX context and progress thread per process, whatever the number
+    # of groups: creating and using four more groups adds no thread.
+    threads_before = len(os.listdir("/proc/self/task"))
+    groups = [dist.new_group(backend="ucxcoll") for _ in range(4)]
+    for i, group in enumerate(groups):
+        tensor = torch.full((3,), float(i))
+        dist.all_reduce(tensor, group=group)
+        assert torch.equal(tensor, torch.full((3,), float(i * ctx.world))), f"group {i}"
+    threads_after = len(os.listdir("/proc/self/task"))
+    for group in groups:
+        dist.destroy_process_group(group)
+    assert threads_after == threads_before, f"{threads_before} threads before, {threads_after} after"
+
+
 # ---- bad input: refused before anything is sent -------------------------------
 
 
