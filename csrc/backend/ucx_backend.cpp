@@ -99,21 +99,26 @@ void UcxBackend::shutdown() {
     closed_ = true;
   }
   // Tasks run in order, so this runs after every collective already queued.
-  if (engine_->onEngineThread()) {
+  auto release = [this] {
+    std::lock_guard<std::mutex> lock(transportMutex_);
     transport_.reset();
+  };
+  if (engine_->onEngineThread()) {
+    release();
   } else {
-    engine_->runSync([this] { transport_.reset(); });
+    engine_->runSync(release);
   }
   engine_.reset();
 }
 
 void UcxBackend::abort() {
   {
-    std::lock_guard<std::mutex> lock(submitMutex_);
-    if (closed_) {
-      return;
+    // Not submitMutex_: a synchronous collective may be running inline
+    // under it, and aborting is how it gets interrupted.
+    std::lock_guard<std::mutex> lock(transportMutex_);
+    if (transport_) {
+      transport_->abort();
     }
-    transport_->abort();
   }
   shutdown();
 }
@@ -131,9 +136,11 @@ void UcxBackend::checkUsable(const char* opName) {
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::submit(c10d::OpType opType, const char* opName,
-                                                  std::chrono::milliseconds timeout, c10::IValue result,
+                                                  std::chrono::milliseconds timeout, bool asyncOp, c10::IValue result,
                                                   c10::TypePtr resultType, Body body) {
   checkUsable(opName);
+  // Held until the collective is queued or has run inline, so that this
+  // group's collectives run in the order of their sequence numbers.
   std::lock_guard<std::mutex> lock(submitMutex_);
   TORCH_CHECK(!closed_, "ucxcoll: ", opName, " called on a process group that was shut down");
   uint64_t sequence = issued_.fetch_add(1);
@@ -142,9 +149,12 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::submit(c10d::OpType opType, const cha
   std::string name = std::string(opName) + " #" + std::to_string(sequence) + " on group \"" + groupName_ + "\" (rank " +
                      std::to_string(rank_) + " of " + std::to_string(size_) + ", timeout " +
                      std::to_string(timeout.count()) + " ms)";
-  engine_->enqueue([this, work, name = std::move(name), timeout, sequence, body = std::move(body)] {
+  auto task = [this, work, name = std::move(name), timeout, sequence, body = std::move(body)] {
     runCollective(work, name, timeout, sequence, body);
-  });
+  };
+  if (asyncOp || !engine_->runInlineIfIdle(task)) {
+    engine_->enqueue(std::move(task));
+  }
   return work;
 }
 
@@ -196,8 +206,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::broadcast(std::vector<at::Tensor>& te
   at::Tensor buffer = contiguousTarget(tensor);
   int root = static_cast<int>(opts.rootRank);
   bool isRoot = root == rank_;
-  return submit(c10d::OpType::BROADCAST, op, effectiveTimeout(opts.timeout), c10::IValue(tensors), tensorListType(),
-                [tensor, buffer, root, isRoot](Collective& c) mutable {
+  return submit(c10d::OpType::BROADCAST, op, effectiveTimeout(opts.timeout), opts.asyncOp, c10::IValue(tensors),
+                tensorListType(), [tensor, buffer, root, isRoot](Collective& c) mutable {
                   ucxcoll::broadcast(c, buffer.data_ptr(), buffer.nbytes(), root);
                   if (!isRoot)
                     copyBackIfStaged(buffer, tensor);
@@ -218,8 +228,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allreduce(std::vector<at::Tensor>& te
                    "complex64, complex128");
   at::Tensor buffer = contiguousTarget(tensor);
   auto count = static_cast<std::size_t>(buffer.numel());
-  return submit(c10d::OpType::ALLREDUCE, op, effectiveTimeout(opts.timeout), c10::IValue(tensors), tensorListType(),
-                [tensor, buffer, count, type = *type](Collective& c) mutable {
+  return submit(c10d::OpType::ALLREDUCE, op, effectiveTimeout(opts.timeout), opts.asyncOp, c10::IValue(tensors),
+                tensorListType(), [tensor, buffer, count, type = *type](Collective& c) mutable {
                   ucxcoll::allreduce(c, buffer.data_ptr(), count, type, ReduceOp::Sum);
                   copyBackIfStaged(buffer, tensor);
                 });
@@ -241,7 +251,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgather(std::vector<std::vector<at:
 
   c10::List<c10::List<at::Tensor>> result;
   result.push_back(c10::List<at::Tensor>(outputs));
-  return submit(c10d::OpType::ALLGATHER, op, effectiveTimeout(opts.timeout), c10::IValue(result),
+  return submit(c10d::OpType::ALLGATHER, op, effectiveTimeout(opts.timeout), opts.asyncOp, c10::IValue(result),
                 c10::ListType::create(tensorListType()), [input, outputs, targets](Collective& c) mutable {
                   std::vector<void*> blocks;
                   for (auto& target : targets)
@@ -260,7 +270,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::all_gather_single(at::Tensor& outputB
   at::Tensor input = inputBuffer.contiguous();
   at::Tensor output = outputBuffer;
   at::Tensor target = contiguousTarget(output);
-  return submit(c10d::OpType::_ALLGATHER_BASE, op, effectiveTimeout(opts.timeout),
+  return submit(c10d::OpType::_ALLGATHER_BASE, op, effectiveTimeout(opts.timeout), opts.asyncOp,
                 c10::IValue(std::vector<at::Tensor>{output}), tensorListType(),
                 [input, output, target](Collective& c) mutable {
                   const std::size_t bytes = input.nbytes();
@@ -279,7 +289,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::_allgather_base(at::Tensor& outputBuf
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::barrier(const c10d::BarrierOptions& opts) {
-  return submit(c10d::OpType::BARRIER, "barrier", effectiveTimeout(opts.timeout),
+  return submit(c10d::OpType::BARRIER, "barrier", effectiveTimeout(opts.timeout), opts.asyncOp,
                 c10::IValue(std::vector<at::Tensor>{}), tensorListType(), [](Collective& c) { ucxcoll::barrier(c); });
 }
 

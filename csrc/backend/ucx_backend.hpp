@@ -55,10 +55,12 @@ class UcxBackend : public c10d::Backend {
  private:
   using Body = std::function<void(Collective&)>;
 
-  // Queue `body` on the engine as collective number `sequence_`; the Work
-  // completes with `result` once it ran (or fails with the error it threw).
+  // Run `body` as the group's next collective: on the engine, or, for a
+  // synchronous call (`asyncOp` false) while the engine is idle, right here
+  // on the caller's thread. The Work completes with `result` once it ran
+  // (or fails with the error it threw).
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType opType, const char* opName, std::chrono::milliseconds timeout,
-                                        c10::IValue result, c10::TypePtr resultType, Body body);
+                                        bool asyncOp, c10::IValue result, c10::TypePtr resultType, Body body);
   void runCollective(const c10::intrusive_ptr<UcxWork>& work, const std::string& name,
                      std::chrono::milliseconds timeout, uint64_t sequence, const Body& body);
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
@@ -67,8 +69,10 @@ class UcxBackend : public c10d::Backend {
   std::string groupName_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<ProgressEngine> engine_;
-  // Touched only on the engine thread:
+  // Used only by the thread running this group's collective; transportMutex_
+  // only guards its release against a concurrent abort().
   std::unique_ptr<UcxTransport> transport_;
+  std::mutex transportMutex_;
   Workspace workspace_;
   uint32_t groupId_ = 0;
 

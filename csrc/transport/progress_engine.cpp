@@ -91,6 +91,32 @@ void ProgressEngine::enqueue(std::function<void()> task) {
   worker_->interrupt();
 }
 
+bool ProgressEngine::runInlineIfIdle(const std::function<void()>& task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || taskRunning_ || !tasks_.empty()) {
+      return false;
+    }
+    taskRunning_ = true;
+  }
+  {
+    std::lock_guard<std::mutex> worker(workerMutex_);
+    task();
+  }
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    taskRunning_ = false;
+    queued = !tasks_.empty();
+  }
+  if (queued) {
+    // Tasks enqueued meanwhile: their wakeup may have been consumed by our
+    // own wait on the worker, so wake the engine thread again.
+    worker_->interrupt();
+  }
+  return true;
+}
+
 void ProgressEngine::run() {
   const auto spin = std::chrono::microseconds(config().spinMicroseconds);
   auto spinUntil = std::chrono::steady_clock::now() + spin;
@@ -101,26 +127,41 @@ void ProgressEngine::run() {
       if (stopping_) {
         return;
       }
-      if (!tasks_.empty()) {
+      if (!taskRunning_ && !tasks_.empty()) {
         task = std::move(tasks_.front());
         tasks_.pop_front();
+        taskRunning_ = true;
       }
     }
     if (task) {
-      task();
+      {
+        std::lock_guard<std::mutex> worker(workerMutex_);
+        task();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      taskRunning_ = false;
       spinUntil = std::chrono::steady_clock::now() + spin;
       continue;
     }
     // Idle: keep UCX's wire-up and unexpected messages moving, spin briefly
-    // so back-to-back collectives do not pay a wakeup, then sleep.
-    if (worker_->progress() > 0) {
-      spinUntil = std::chrono::steady_clock::now() + spin;
-      continue;
+    // so back-to-back collectives do not pay a wakeup, then sleep. The
+    // worker mutex is never held while sleeping, so that a caller can run
+    // a task inline meanwhile.
+    bool armed = false;
+    {
+      std::lock_guard<std::mutex> worker(workerMutex_);
+      if (worker_->progress() > 0) {
+        spinUntil = std::chrono::steady_clock::now() + spin;
+        continue;
+      }
+      if (std::chrono::steady_clock::now() < spinUntil) {
+        continue;
+      }
+      armed = worker_->arm();
     }
-    if (std::chrono::steady_clock::now() < spinUntil) {
-      continue;
+    if (armed) {
+      worker_->sleep(kIdleSleepMs);
     }
-    worker_->waitForActivity(kIdleSleepMs);
   }
 }
 

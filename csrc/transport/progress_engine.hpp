@@ -3,6 +3,11 @@
 // drives it, shared by every process group. Callers hand it tasks (a whole
 // collective, or a setup step such as connecting endpoints); it runs them in
 // order on its thread and sleeps on the worker's wakeup fd when idle.
+//
+// A caller that would only block until its task is done may instead run it
+// on its own thread when nothing is queued or running (runInlineIfIdle):
+// that saves two thread hand-offs, which dominate small collectives. The
+// worker mutex makes sure one thread at a time drives UCX.
 
 #include <sys/types.h>
 
@@ -33,6 +38,11 @@ class ProgressEngine {
   // A task must not throw; it reports failure through its own channel.
   void enqueue(std::function<void()> task);
 
+  // Run `task` on the calling thread if no task is queued or running, and
+  // return true; otherwise do nothing and return false (then enqueue it).
+  // Tasks still run one at a time and in the order they were handed over.
+  bool runInlineIfIdle(const std::function<void()>& task);
+
   // Run `task` on the engine thread and wait for its result (or exception).
   template <typename Fn>
   auto runSync(Fn task) -> decltype(task()) {
@@ -56,7 +66,7 @@ class ProgressEngine {
 
   bool onEngineThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
-  // Only the engine thread may touch the worker (inside a task).
+  // Only the thread running a task (engine or inline) may touch the worker.
   UcxWorker& worker() { return *worker_; }
   const std::vector<uint8_t>& address() const { return worker_->address(); }
 
@@ -68,8 +78,10 @@ class ProgressEngine {
   void run();
 
   std::unique_ptr<UcxWorker> worker_;
-  std::mutex mutex_;
+  std::mutex workerMutex_;  // held while a thread drives the worker
+  std::mutex mutex_;        // guards the fields below
   std::deque<std::function<void()>> tasks_;
+  bool taskRunning_ = false;
   bool stopping_ = false;
   pid_t ownerPid_;
   std::thread thread_;

@@ -62,7 +62,7 @@ UcxWorker::UcxWorker() {
 
   ucp_worker_params_t workerParams{};
   workerParams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  workerParams.thread_mode = UCS_THREAD_MODE_SINGLE;
+  workerParams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   ucp_worker_h rawWorker = nullptr;
   check(ucp_worker_create(context_.get(), &workerParams, &rawWorker), "ucp_worker_create");
   worker_.reset(rawWorker);
@@ -144,12 +144,16 @@ void UcxWorker::closeEndpoints() {
   }
 }
 
-void UcxWorker::waitForActivity(int timeoutMs) {
+bool UcxWorker::arm() {
   ucs_status_t status = ucp_worker_arm(worker_.get());
   if (status == UCS_ERR_BUSY) {
-    return;  // events are already pending: the caller should progress
+    return false;
   }
   check(status, "ucp_worker_arm");
+  return true;
+}
+
+void UcxWorker::sleep(int timeoutMs) {
   epoll_event events[2];
   int ready = ::epoll_wait(epoll_.get(), events, 2, timeoutMs);
   if (ready < 0 && errno != EINTR) {

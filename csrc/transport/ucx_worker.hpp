@@ -1,7 +1,8 @@
 #pragma once
 // One UCX context and worker, with the file descriptors that let a waiting
-// thread sleep until UCX has something to do. Owned by exactly one thread at a
-// time (UCS_THREAD_MODE_SINGLE); only interrupt() may be called from others.
+// thread sleep until UCX has something to do. Used by one thread at a time
+// (UCS_THREAD_MODE_SERIALIZED; the ProgressEngine's worker mutex decides
+// which); only interrupt() and sleep() may be called concurrently.
 
 #include <ucp/api/ucp.h>
 
@@ -70,7 +71,18 @@ class UcxWorker {
 
   // Sleep until UCX has events, interrupt() was called, or `timeoutMs` passed.
   // Returns at once when UCX already has pending events.
-  void waitForActivity(int timeoutMs);
+  void waitForActivity(int timeoutMs) {
+    if (arm()) {
+      sleep(timeoutMs);
+    }
+  }
+
+  // The two halves of waitForActivity(), for a caller that must not hold
+  // the worker while it sleeps: arm() asks UCX to signal the next event
+  // (false: events are pending, progress instead of sleeping); sleep()
+  // blocks on the descriptors and does not touch the worker.
+  bool arm();
+  void sleep(int timeoutMs);
 
   // Wake the thread blocked in waitForActivity(). Thread-safe.
   void interrupt();

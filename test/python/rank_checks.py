@@ -347,6 +347,22 @@ def many_async_collectives_in_flight(ctx: Context) -> None:
 
 
 @check()
+def synchronous_call_after_async_ones_keeps_issue_order(ctx: Context) -> None:
+    # A synchronous collective may run on the caller's thread, but only
+    # once everything issued before it has run: when it returns, the
+    # earlier asynchronous ones must be complete.
+    for _ in range(5):
+        first = torch.full((200_000,), float(ctx.rank))
+        works = [dist.all_reduce(first, async_op=True)]
+        works.append(dist.barrier(async_op=True))
+        last = torch.ones(8)
+        dist.all_reduce(last)
+        assert all(work.is_completed() for work in works), "an earlier async collective was still pending"
+        assert torch.equal(first, torch.full_like(first, ctx.world * (ctx.world - 1) / 2))
+        assert torch.equal(last, torch.full_like(last, float(ctx.world)))
+
+
+@check()
 def future_completes_with_output_tensors(ctx: Context) -> None:
     tensor = torch.ones(10) * (ctx.rank + 1)
     work = dist.all_reduce(tensor, async_op=True)
