@@ -312,6 +312,22 @@ def sixty_four_mib_per_rank(ctx: Context) -> None:
     assert torch.equal(payload, torch.arange(count, dtype=torch.int32) + ctx.world - 1), "64 MiB broadcast"
 
 
+# ---- object collectives (built by torch on all_gather and broadcast) -------------
+
+
+@check()
+def all_gather_object_and_broadcast_object_list(ctx: Context) -> None:
+    # Objects of different pickled sizes on each rank.
+    mine = {"rank": ctx.rank, "payload": "x" * (10 + 1000 * ctx.rank), "list": list(range(ctx.rank))}
+    gathered = [None] * ctx.world
+    dist.all_gather_object(gathered, mine)
+    for r in range(ctx.world):
+        assert gathered[r] == {"rank": r, "payload": "x" * (10 + 1000 * r), "list": list(range(r))}, r
+    objects = [("config", ctx.world), {"lr": 0.1}] if ctx.rank == ctx.world - 1 else [None, None]
+    dist.broadcast_object_list(objects, src=ctx.world - 1)
+    assert objects == [("config", ctx.world), {"lr": 0.1}]
+
+
 # ---- barrier, async handles, subgroups -------------------------------------------
 
 

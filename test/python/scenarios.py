@@ -96,7 +96,17 @@ def dead_peer(rank: int, world: int, port: int, workdir: str) -> None:
     report(errors=errors, destroy_seconds=time.monotonic() - started)
 
 
-SCENARIOS = {"repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
+def exit_without_destroy(rank: int, world: int, port: int, workdir: str) -> None:
+    """Ends the process while the group is alive, as many scripts do."""
+    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    tensor = torch.ones(1 << 16)
+    dist.all_reduce(tensor)
+    pending = dist.all_reduce(torch.ones(8), async_op=True)
+    pending.wait()
+    report(value=tensor[0].item())
+
+
+SCENARIOS = {"exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

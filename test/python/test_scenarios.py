@@ -121,3 +121,9 @@ def test_dead_peer_ends_in_an_error_naming_it_not_a_hang():
         assert "no data from rank(s) [2]" in first["message"], first
         assert "failed earlier" in second["message"], second
         assert reports[rank]["destroy_seconds"] < 30, reports[rank]
+
+
+def test_exit_without_destroy_process_group_is_clean():
+    # run_scenario asserts exit code 0 for every rank (no crash, no hang).
+    reports = run_scenario("exit_without_destroy", world=3, timeout=120)
+    assert [report["value"] for report in reports] == [3.0, 3.0, 3.0]
