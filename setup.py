@@ -23,6 +23,15 @@ def torch_root() -> Path:
     raise RuntimeError("torch is not installed in this environment; install torch==2.15.0 first")
 
 
+def ucx_wheel_libdir():
+    """The libucx wheel's lib/ in this environment, found like torch_root()."""
+    for base in [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *sys.path]:
+        candidate = Path(base) / "libucx" / "lib"
+        if (candidate / "libucp.so").exists():
+            return candidate
+    return None
+
+
 class CMakeExtension(Extension):
     def __init__(self, name: str):
         super().__init__(name, sources=[])
@@ -40,6 +49,8 @@ class CMakeBuild(build_ext):
             configure += ["-G", "Ninja"]
         if os.environ.get("UCX_ROOT"):
             configure.append(f"-DUCX_ROOT={os.environ['UCX_ROOT']}")
+        elif ucx_wheel_libdir() is not None:
+            configure.append(f"-DUCX_WHEEL_LIBDIR={ucx_wheel_libdir()}")
         subprocess.check_call(configure)
         jobs = os.environ.get("UCXCOLL_JOBS", "2")
         subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "_C", "-j", jobs])
