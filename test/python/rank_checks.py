@@ -378,6 +378,27 @@ def synchronous_call_after_async_ones_keeps_issue_order(ctx: Context) -> None:
         assert torch.equal(last, torch.full_like(last, float(ctx.world)))
 
 
+@check(min_world=2)
+def work_wait_with_timeout_expires_then_completes(ctx: Context) -> None:
+    group = dist.new_group(backend="ucxcoll")
+    tensor = torch.ones(4)
+    if ctx.rank == 0:
+        work = dist.all_reduce(tensor, group=group, async_op=True)
+        expect_error(
+            dist.DistBackendError,
+            ["Work.wait(timeout=100 ms) expired before operation #0 completed"],
+            lambda: work.wait(timeout=timedelta(milliseconds=100)),
+        )
+        assert not work.is_completed()
+        dist.barrier(group=ctx.gloo)  # now let the others join
+        assert work.wait() is True
+    else:
+        dist.barrier(group=ctx.gloo)
+        dist.all_reduce(tensor, group=group)
+    assert torch.equal(tensor, torch.full((4,), float(ctx.world)))
+    dist.destroy_process_group(group)
+
+
 @check()
 def future_completes_with_output_tensors(ctx: Context) -> None:
     tensor = torch.ones(10) * (ctx.rank + 1)

@@ -72,6 +72,22 @@ def test_import_first_and_registering_twice_is_harmless():
     assert result.stdout.strip() == "True ucxcoll [1.0, 1.0, 1.0]"
 
 
+def test_device_map_routes_cpu_tensors_to_ucxcoll():
+    # A device map sends CPU collectives to ucxcoll. (The README suggests
+    # "cpu:ucxcoll,cuda:nccl"; torch cannot create NCCL without a GPU, so
+    # the map is exercised here with gloo on the cuda side.)
+    result = python(
+        "import torch, torch.distributed as dist\n"
+        "dist.init_process_group('cpu:ucxcoll,cuda:gloo', init_method='tcp://127.0.0.1:%d', rank=0, world_size=1)\n"
+        "pg = dist.group.WORLD\n"
+        "print(type(pg._get_backend(torch.device('cpu'))).__name__)\n"
+        "t = torch.ones(2); dist.all_reduce(t); print(t.tolist())\n"
+        "dist.destroy_process_group()" % free_port()
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["UcxBackend", "[1.0, 1.0]"]
+
+
 def test_torchrun_all_gather_example_prints_ranks():
     result = subprocess.run(
         [*TORCHRUN, "--nproc-per-node=4", f"--master-port={free_port()}", "examples/all_gather.py"],
