@@ -1,5 +1,7 @@
 #include "backend/ucx_backend.hpp"
 
+#include <thread>
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
@@ -103,12 +105,16 @@ void UcxBackend::shutdown() {
     std::lock_guard<std::mutex> lock(transportMutex_);
     transport_.reset();
   };
-  if (engine_->onEngineThread()) {
-    release();
-  } else {
+  if (!engine_->onEngineThread()) {
     engine_->runSync(release);
+    engine_.reset();
+    return;
   }
-  engine_.reset();
+  // Destroyed from inside a task (e.g. a future callback held the last
+  // reference): this thread cannot join itself, so if ours is the last
+  // reference to the engine, let another thread drop it once the task ends.
+  release();
+  std::thread([engine = std::move(engine_)]() mutable { engine.reset(); }).detach();
 }
 
 void UcxBackend::abort() {
