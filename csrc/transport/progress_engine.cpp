@@ -73,6 +73,11 @@ ProgressEngine::~ProgressEngine() {
 }
 
 void ProgressEngine::stopThread() {
+  if (getpid() != ownerPid_) {
+    // A forked child: the thread exists only in the parent, and the
+    // interrupt eventfd is shared with it (writing would wake the parent).
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;

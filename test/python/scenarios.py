@@ -106,7 +106,23 @@ def exit_without_destroy(rank: int, world: int, port: int, workdir: str) -> None
     report(value=tensor[0].item())
 
 
-SCENARIOS = {"exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
+def fork_child(rank: int, world: int, port: int, workdir: str) -> None:
+    """A child forked after init (as DataLoader workers are) must not touch
+    the parent's UCX state, and must exit normally, atexit handlers and all."""
+    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    tensor = torch.ones(4)
+    dist.all_reduce(tensor)
+    child = os.fork()
+    if child == 0:
+        torch.ones(3).sum()
+        sys.exit(0)  # runs atexit handlers, unlike os._exit
+    _, status = os.waitpid(child, 0)
+    dist.all_reduce(tensor)  # the parent's group still works
+    dist.destroy_process_group()
+    report(child_status=status, value=tensor[0].item())
+
+
+SCENARIOS = {"fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

@@ -143,3 +143,9 @@ def test_exit_without_destroy_process_group_is_clean():
     # run_scenario asserts exit code 0 for every rank (no crash, no hang).
     reports = run_scenario("exit_without_destroy", world=3, timeout=120)
     assert [report["value"] for report in reports] == [3.0, 3.0, 3.0]
+
+
+def test_forked_child_exits_cleanly_and_parent_group_still_works():
+    reports = run_scenario("fork_child", world=2, timeout=120)
+    for report in reports:
+        assert report == {"child_status": 0, "value": 4.0}, report
