@@ -82,6 +82,7 @@ void ProgressEngine::stopThread() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
+  wakeup_.notify_all();
   worker_->interrupt();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
     thread_.join();
@@ -93,7 +94,7 @@ void ProgressEngine::enqueue(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mutex_);
     tasks_.push_back(std::move(task));
   }
-  worker_->interrupt();
+  wakeup_.notify_one();
 }
 
 bool ProgressEngine::runInlineIfIdle(const std::function<void()>& task) {
@@ -115,9 +116,7 @@ bool ProgressEngine::runInlineIfIdle(const std::function<void()>& task) {
     queued = !tasks_.empty();
   }
   if (queued) {
-    // Tasks enqueued meanwhile: their wakeup may have been consumed by our
-    // own wait on the worker, so wake the engine thread again.
-    worker_->interrupt();
+    wakeup_.notify_one();  // tasks enqueued meanwhile may run now
   }
   return true;
 }
@@ -128,7 +127,7 @@ void ProgressEngine::run() {
   for (;;) {
     std::function<void()> task;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::unique_lock<std::mutex> lock(mutex_);
       if (stopping_) {
         return;
       }
@@ -136,6 +135,15 @@ void ProgressEngine::run() {
         task = std::move(tasks_.front());
         tasks_.pop_front();
         taskRunning_ = true;
+      } else if (std::chrono::steady_clock::now() >= spinUntil) {
+        // Idle. Sleep on the condition variable, not on the worker's fd:
+        // peers only need our progress for collectives we take part in,
+        // and those progress UCX themselves, possibly inline on a caller's
+        // thread, which would otherwise wake this thread on every event.
+        wakeup_.wait_for(lock, std::chrono::milliseconds(kIdleSleepMs),
+                         [&] { return stopping_ || (!taskRunning_ && !tasks_.empty()); });
+        spinUntil = std::chrono::steady_clock::now();
+        continue;
       }
     }
     if (task) {
@@ -148,24 +156,11 @@ void ProgressEngine::run() {
       spinUntil = std::chrono::steady_clock::now() + spin;
       continue;
     }
-    // Idle: keep UCX's wire-up and unexpected messages moving, spin briefly
-    // so back-to-back collectives do not pay a wakeup, then sleep. The
-    // worker mutex is never held while sleeping, so that a caller can run
-    // a task inline meanwhile.
-    bool armed = false;
-    {
-      std::lock_guard<std::mutex> worker(workerMutex_);
-      if (worker_->progress() > 0) {
-        spinUntil = std::chrono::steady_clock::now() + spin;
-        continue;
-      }
-      if (std::chrono::steady_clock::now() < spinUntil) {
-        continue;
-      }
-      armed = worker_->arm();
-    }
-    if (armed) {
-      worker_->sleep(kIdleSleepMs);
+    // Briefly after a task: poll for the next one (back-to-back async
+    // collectives then pay no wakeup) and keep UCX moving meanwhile.
+    std::unique_lock<std::mutex> worker(workerMutex_, std::try_to_lock);
+    if (worker.owns_lock() && worker_->progress() > 0) {
+      spinUntil = std::chrono::steady_clock::now() + spin;
     }
   }
 }

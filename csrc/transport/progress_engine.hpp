@@ -2,7 +2,8 @@
 // The process-wide progress engine: one UCX worker and the one thread that
 // drives it, shared by every process group. Callers hand it tasks (a whole
 // collective, or a setup step such as connecting endpoints); it runs them in
-// order on its thread and sleeps on the worker's wakeup fd when idle.
+// order on its thread. A task waiting for peers sleeps on the worker's
+// wakeup fd; an idle engine sleeps on a condition variable.
 //
 // A caller that would only block until its task is done may instead run it
 // on its own thread when nothing is queued or running (runInlineIfIdle):
@@ -78,8 +79,9 @@ class ProgressEngine {
   void run();
 
   std::unique_ptr<UcxWorker> worker_;
-  std::mutex workerMutex_;  // held while a thread drives the worker
-  std::mutex mutex_;        // guards the fields below
+  std::mutex workerMutex_;          // held while a thread drives the worker
+  std::mutex mutex_;                // guards the fields below
+  std::condition_variable wakeup_;  // new task, or stopping
   std::deque<std::function<void()>> tasks_;
   bool taskRunning_ = false;
   bool stopping_ = false;
