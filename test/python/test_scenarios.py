@@ -149,3 +149,13 @@ def test_forked_child_exits_cleanly_and_parent_group_still_works():
     reports = run_scenario("fork_child", world=2, timeout=120)
     for report in reports:
         assert report == {"child_status": 0, "value": 4.0}, report
+
+
+def test_doctor_reports_environment_and_passes_self_test():
+    result = subprocess.run([sys.executable, "-m", "ucxcoll.doctor"], capture_output=True, text=True,
+                            cwd=REPO, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    for label in ("ucxcoll:", "torch:", "UCX (loaded):", "UCX library:", "CMA single-copy:", "/dev/shm:"):
+        assert any(line.startswith(label) for line in lines), f"{label} missing:\n{result.stdout}"
+    assert any(line.startswith("self-test: 2 ranks, all_reduce and all_gather correct") for line in lines), result.stdout
