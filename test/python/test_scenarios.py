@@ -58,12 +58,12 @@ def test_autoload_is_the_mechanism():
 
 def test_import_first_and_registering_twice_is_harmless():
     result = python(
-        "import ucxcoll, torch.distributed as dist\n"
+        "import torch, ucxcoll, torch.distributed as dist\n"
         "ucxcoll.register(); ucxcoll.register()\n"
         "from ucxcoll._registration import _create_backend\n"
         "dist.Backend.register_backend('ucxcoll', _create_backend, extended_api=True, devices=['cpu', 'cuda'])\n"
         "dist.init_process_group('ucxcoll', init_method='tcp://127.0.0.1:%d', rank=0, world_size=1)\n"
-        "t = torch_tensor = __import__('torch').ones(3); dist.all_reduce(t)\n"
+        "t = torch.ones(3); dist.all_reduce(t)\n"
         "print(ucxcoll.is_registered(), dist.get_backend(), t.tolist())\n"
         "dist.destroy_process_group()" % free_port(),
         TORCH_DEVICE_BACKEND_AUTOLOAD="0",
