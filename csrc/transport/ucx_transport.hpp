@@ -46,8 +46,6 @@ class UcxTransport : public Transport {
   int rank_;
   std::vector<ucp_ep_h> endpoints_;
   std::vector<PendingOperation> pending_;
-  // Failures noticed at post time (immediate completion with a bad size).
-  std::string postFailure_;
   std::atomic<bool> aborted_{false};
 };
 

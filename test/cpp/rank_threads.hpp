@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "transport/ucx_transport.hpp"
 #include "transport/ucx_worker.hpp"
 
@@ -54,6 +56,15 @@ inline std::vector<std::string> runRanks(int n, const RankBody& body) {
   }
   return failures;
 }
+
+// Catch2 assertion on the main thread, reporting every rank's message.
+#define checkNoFailures(failures)            \
+  do {                                       \
+    for (const auto& failure : (failures)) { \
+      UNSCOPED_INFO(failure);                \
+    }                                        \
+    CHECK((failures).empty());               \
+  } while (0)
 
 inline void expect(bool condition, const std::string& what) {
   if (!condition) {

@@ -54,9 +54,7 @@ void checkAllgather(AllgatherFn algorithm, const char* name) {
           }
         }
       });
-      CHECK(failures.empty());
-      for (auto& f : failures)
-        UNSCOPED_INFO(f);
+      checkNoFailures(failures);
     }
   }
 }
@@ -89,9 +87,7 @@ void checkAllreduce(AllreduceFn algorithm, const char* name) {
           }
         }
       });
-      CHECK(failures.empty());
-      for (auto& f : failures)
-        UNSCOPED_INFO(f);
+      checkNoFailures(failures);
     }
   }
 }
@@ -127,7 +123,7 @@ TEST_CASE("allgather into one buffer with the input inside it (in place)", "[col
       for (int i = 0; i < 5; ++i)
         expect(buffer[r * 5 + i] == valueOf(r, i), "in-place block");
   });
-  CHECK(failures.empty());
+  checkNoFailures(failures);
 }
 
 TEST_CASE("broadcast binomial from every root", "[collectives]") {
@@ -148,9 +144,7 @@ TEST_CASE("broadcast binomial from every root", "[collectives]") {
           }
         }
       });
-      CHECK(failures.empty());
-      for (auto& f : failures)
-        UNSCOPED_INFO(f);
+      checkNoFailures(failures);
     }
   }
 }
@@ -167,7 +161,7 @@ TEST_CASE("barrier: no rank leaves before the last one enters", "[collectives]")
         barrierDissemination(c);
         expect(entered.load() == n, "left the barrier early");
       });
-      CHECK(failures.empty());
+      checkNoFailures(failures);
     }
   }
 }
@@ -188,7 +182,5 @@ TEST_CASE("ranks disagreeing about the size get a mismatch error, not wrong data
     }
     throw std::runtime_error("size disagreement went unnoticed");
   });
-  CHECK(failures.empty());
-  for (auto& f : failures)
-    UNSCOPED_INFO(f);
+  checkNoFailures(failures);
 }

@@ -45,9 +45,7 @@ TEST_CASE("send/recv between two ranks, 0 B to 64 MiB", "[transport]") {
       }
     }
   });
-  CHECK(failures.empty());
-  for (auto& f : failures)
-    UNSCOPED_INFO(f);
+  checkNoFailures(failures);
 }
 
 TEST_CASE("a rank can send to itself", "[transport]") {
@@ -59,7 +57,7 @@ TEST_CASE("a rank can send to itself", "[transport]") {
     t.waitAll(soon(), "self");
     expect(received == data, "self payload");
   });
-  CHECK(failures.empty());
+  checkNoFailures(failures);
 }
 
 TEST_CASE("messages are matched by tag, not by arrival order", "[transport]") {
@@ -78,7 +76,7 @@ TEST_CASE("messages are matched by tag, not by arrival order", "[transport]") {
       expect(first == a && second == b, "tag matching");
     }
   });
-  CHECK(failures.empty());
+  checkNoFailures(failures);
 }
 
 TEST_CASE("a receive nobody sends to times out naming the silent peer", "[transport][errors]") {
@@ -98,9 +96,7 @@ TEST_CASE("a receive nobody sends to times out naming the silent peer", "[transp
     }
     throw std::runtime_error("no timeout");
   });
-  CHECK(failures.empty());
-  for (auto& f : failures)
-    UNSCOPED_INFO(f);
+  checkNoFailures(failures);
 }
 
 TEST_CASE("a message larger or smaller than the receive buffer is a mismatch", "[transport][errors]") {
@@ -123,9 +119,7 @@ TEST_CASE("a message larger or smaller than the receive buffer is a mismatch", "
       }
       throw std::runtime_error("no mismatch reported for " + std::to_string(sent) + " bytes");
     });
-    CHECK(failures.empty());
-    for (auto& f : failures)
-      UNSCOPED_INFO(f);
+    checkNoFailures(failures);
   }
 }
 
@@ -146,5 +140,5 @@ TEST_CASE("abort wakes a blocked wait", "[transport][errors]") {
     aborter.join();
     throw std::runtime_error("abort not reported");
   });
-  CHECK(failures.empty());
+  checkNoFailures(failures);
 }
