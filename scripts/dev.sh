@@ -88,7 +88,7 @@ build() {
   # when the packaging files change.
   cp -f "$BUILD"/_C*.so "$ROOT/torch_ext/ucxcoll/"
   local stamp="$BUILD/.ucxcoll-installed" wanted
-  wanted="$(cat "$ROOT/setup.py" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1) $ROOT"
+  wanted="$(cat "$ROOT/setup.py" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
   # The venv is shared by every clone on the machine: reinstall when the
   # installed package is another checkout's (find_spec does not import it).
   local installed
@@ -115,10 +115,6 @@ run_demo() {
 }
 
 check_format() {
-  if ! command -v clang-format >/dev/null; then
-    log "clang-format not installed: format check skipped"
-    return
-  fi
   log "format check (.clang-format)"
   clang-format --dry-run --Werror "$ROOT"/csrc/*/*.[ch]pp "$ROOT"/test/cpp/*.[ch]pp
 }

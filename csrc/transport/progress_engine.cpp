@@ -83,7 +83,8 @@ void ProgressEngine::stopThread() {
     stopping_ = true;
   }
   wakeup_.notify_all();
-  worker_->interrupt();
+  // A task still waiting for peers would hold the join up to its deadline.
+  worker_->abortWaits();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
     thread_.join();
   }

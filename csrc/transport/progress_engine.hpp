@@ -71,8 +71,9 @@ class ProgressEngine {
   UcxWorker& worker() { return *worker_; }
   const std::vector<uint8_t>& address() const { return worker_->address(); }
 
-  // Stop the thread without touching UCX; used at process exit, when UCX's
-  // own libraries may already be tearing down.
+  // Abort every collective waiting on the worker and stop the thread,
+  // without tearing UCX down; used at process exit, when UCX's own libraries
+  // may already be going away.
   void stopThread();
 
  private:

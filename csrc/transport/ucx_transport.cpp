@@ -154,6 +154,10 @@ void UcxTransport::waitAll(const Deadline& deadline, const std::string& operatio
       cancelPending();
       throw AbortedError(operation + " was aborted because the process group is shutting down or failed");
     }
+    if (worker_.aborted()) {
+      cancelPending();
+      throw AbortedError(operation + " was aborted because the process is exiting");
+    }
     unsigned events = worker_.progress();
     std::size_t finished = reapCompleted(failure, mismatch);
     if (!failure.empty() || pending_.empty()) {

@@ -144,16 +144,12 @@ void UcxWorker::closeEndpoints() {
   }
 }
 
-bool UcxWorker::arm() {
+void UcxWorker::waitForActivity(int timeoutMs) {
   ucs_status_t status = ucp_worker_arm(worker_.get());
   if (status == UCS_ERR_BUSY) {
-    return false;
+    return;  // events are already pending: the caller should progress
   }
   check(status, "ucp_worker_arm");
-  return true;
-}
-
-void UcxWorker::sleep(int timeoutMs) {
   epoll_event events[2];
   int ready = ::epoll_wait(epoll_.get(), events, 2, timeoutMs);
   if (ready < 0 && errno != EINTR) {

@@ -2,10 +2,12 @@
 // One UCX context and worker, with the file descriptors that let a waiting
 // thread sleep until UCX has something to do. Used by one thread at a time
 // (UCS_THREAD_MODE_SERIALIZED; the ProgressEngine's worker mutex decides
-// which); only interrupt() and sleep() may be called concurrently.
+// which); only interrupt(), abortWaits() and aborted() may be called from
+// other threads.
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -71,21 +73,18 @@ class UcxWorker {
 
   // Sleep until UCX has events, interrupt() was called, or `timeoutMs` passed.
   // Returns at once when UCX already has pending events.
-  void waitForActivity(int timeoutMs) {
-    if (arm()) {
-      sleep(timeoutMs);
-    }
-  }
-
-  // The two halves of waitForActivity(), for a caller that must not hold
-  // the worker while it sleeps: arm() asks UCX to signal the next event
-  // (false: events are pending, progress instead of sleeping); sleep()
-  // blocks on the descriptors and does not touch the worker.
-  bool arm();
-  void sleep(int timeoutMs);
+  void waitForActivity(int timeoutMs);
 
   // Wake the thread blocked in waitForActivity(). Thread-safe.
   void interrupt();
+
+  // Make every wait on this worker, now and later, fail at once (used when
+  // the process exits: nothing may keep it waiting for peers). Thread-safe.
+  void abortWaits() {
+    aborted_.store(true);
+    interrupt();
+  }
+  bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
 
   // UCX's request status as text, for error messages.
   static std::string statusText(ucs_status_t status);
@@ -101,6 +100,7 @@ class UcxWorker {
   FileDescriptor epoll_;      // watches the worker's efd and interruptFd_
   FileDescriptor interrupt_;  // eventfd written by interrupt()
   int workerFd_ = -1;         // owned by UCX
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace ucxcoll

@@ -11,6 +11,7 @@ import os
 import resource
 import sys
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -18,6 +19,12 @@ import torch.distributed as dist
 
 def report(**values) -> None:
     print("RESULT " + json.dumps(values), flush=True)
+
+
+def init(rank: int, world: int, port: int, timeout_seconds: float | None = None, backend: str = "ucxcoll") -> None:
+    """init_process_group over a TCP store on this machine."""
+    extra = {} if timeout_seconds is None else {"timeout": timedelta(seconds=timeout_seconds)}
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, **extra)
 
 
 def repeat_init(rank: int, world: int, port: int, workdir: str) -> None:
@@ -46,10 +53,10 @@ def ddp(rank: int, world: int, port: int, workdir: str) -> None:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
     from ddp_train import train
 
-    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    init(rank, world, port)
     ucx_params = train(steps=8, backend="ucxcoll")
     dist.destroy_process_group()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port + 1}", rank=rank, world_size=world)
+    init(rank, world, port + 1, backend="gloo")
     gloo_params = train(steps=8, backend="gloo")
     dist.destroy_process_group()
     difference = (ucx_params - gloo_params).abs().max().item()
@@ -58,7 +65,7 @@ def ddp(rank: int, world: int, port: int, workdir: str) -> None:
 
 def idle_cpu(rank: int, world: int, port: int, workdir: str) -> None:
     """CPU seconds a rank uses while its group sits idle for 3 s."""
-    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    init(rank, world, port)
     tensor = torch.ones(1000)
     dist.all_reduce(tensor)  # engine up, endpoints wired
     before = resource.getrusage(resource.RUSAGE_SELF)
@@ -75,10 +82,7 @@ def idle_cpu(rank: int, world: int, port: int, workdir: str) -> None:
 def dead_peer(rank: int, world: int, port: int, workdir: str) -> None:
     """The last rank dies after the first collective; the others must get
     an error naming it within the group timeout, then shut down cleanly."""
-    from datetime import timedelta
-
-    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=3))
+    init(rank, world, port, timeout_seconds=3)
     tensor = torch.ones(4)
     dist.all_reduce(tensor)
     if rank == world - 1:
@@ -98,7 +102,7 @@ def dead_peer(rank: int, world: int, port: int, workdir: str) -> None:
 
 def exit_without_destroy(rank: int, world: int, port: int, workdir: str) -> None:
     """Ends the process while the group is alive, as many scripts do."""
-    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    init(rank, world, port)
     tensor = torch.ones(1 << 16)
     dist.all_reduce(tensor)
     pending = dist.all_reduce(torch.ones(8), async_op=True)
@@ -109,7 +113,7 @@ def exit_without_destroy(rank: int, world: int, port: int, workdir: str) -> None
 def fork_child(rank: int, world: int, port: int, workdir: str) -> None:
     """A child forked after init (as DataLoader workers are) must not touch
     the parent's UCX state, and must exit normally, atexit handlers and all."""
-    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    init(rank, world, port)
     tensor = torch.ones(4)
     dist.all_reduce(tensor)
     child = os.fork()
@@ -122,7 +126,21 @@ def fork_child(rank: int, world: int, port: int, workdir: str) -> None:
     report(child_status=status, value=tensor[0].item())
 
 
-SCENARIOS = {"fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
+def exit_with_pending_collective(rank: int, world: int, port: int, workdir: str) -> None:
+    """Rank 1 dies; rank 0 then issues an async collective it never waits
+    for and exits. Its exit must not wait for the 60 s deadline."""
+    init(rank, world, port, timeout_seconds=60)
+    dist.all_reduce(torch.ones(4))
+    if rank == 1:
+        report(died=True)
+        os._exit(0)
+    time.sleep(0.5)
+    dist.all_reduce(torch.ones(4), async_op=True)  # the peer is gone
+    report(exiting=True)
+    sys.exit(0)
+
+
+SCENARIOS = {"exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

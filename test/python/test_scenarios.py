@@ -159,3 +159,11 @@ def test_doctor_reports_environment_and_passes_self_test():
     for label in ("ucxcoll:", "torch:", "UCX (loaded):", "UCX library:", "CMA single-copy:", "/dev/shm:"):
         assert any(line.startswith(label) for line in lines), f"{label} missing:\n{result.stdout}"
     assert any(line.startswith("self-test: 2 ranks, all_reduce and all_gather correct") for line in lines), result.stdout
+
+
+def test_exit_with_a_collective_still_pending_does_not_wait_for_its_deadline():
+    # The group's deadline is 60 s; run_scenario kills (and fails) anything
+    # still running after 40 s. Without the exit-time abort rank 0 would
+    # sit in the pending all_reduce until the deadline.
+    reports = run_scenario("exit_with_pending_collective", world=2, timeout=40)
+    assert reports == [{"exiting": True}, {"died": True}]
