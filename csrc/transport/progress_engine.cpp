@@ -57,6 +57,7 @@ std::shared_ptr<ProgressEngine> ProgressEngine::acquire() {
 
 ProgressEngine::ProgressEngine() : worker_(std::make_unique<UcxWorker>()), ownerPid_(getpid()) {
   thread_ = std::thread([this] { run(); });
+  threadId_ = thread_.get_id();
 }
 
 ProgressEngine::~ProgressEngine() {
@@ -91,14 +92,36 @@ void ProgressEngine::stopThread() {
 }
 
 void ProgressEngine::enqueue(std::function<void()> task) {
+  destroyRetiredTasks();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    tasks_.push_back(std::move(task));
+    if (!stopping_) {
+      tasks_.push_back(std::move(task));
+      wakeup_.notify_one();
+      return;
+    }
   }
-  wakeup_.notify_one();
+  // The engine thread is gone or going (process exit), yet a group may
+  // still be torn down, e.g. by a static destructor: run the task here, after
+  // whatever the engine thread is still running.
+  std::lock_guard<std::mutex> worker(workerMutex_);
+  task();
+}
+
+void ProgressEngine::destroyRetiredTasks() {
+  if (onEngineThread()) {
+    return;  // e.g. a Future callback that issues the next collective
+  }
+  std::vector<std::function<void()>> finished;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished.swap(retired_);
+  }
+  // `finished` is destroyed here, on the caller's thread, outside the lock.
 }
 
 bool ProgressEngine::runInlineIfIdle(const std::function<void()>& task) {
+  destroyRetiredTasks();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_ || taskRunning_ || !tasks_.empty()) {
@@ -154,6 +177,7 @@ void ProgressEngine::run() {
       }
       std::lock_guard<std::mutex> lock(mutex_);
       taskRunning_ = false;
+      retired_.push_back(std::move(task));
       spinUntil = std::chrono::steady_clock::now() + spin;
       continue;
     }

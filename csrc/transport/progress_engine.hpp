@@ -9,6 +9,13 @@
 // on its own thread when nothing is queued or running (runInlineIfIdle):
 // that saves two thread hand-offs, which dominate small collectives. The
 // worker mutex makes sure one thread at a time drives UCX.
+//
+// The engine thread never destroys a task it ran: a task may hold the last
+// reference to tensors that Python owns, and dropping that takes the GIL.
+// While the interpreter shuts down, CPython ends any other thread that asks
+// for the GIL with pthread_exit, whose unwinding through a destructor aborts
+// the process. So finished tasks are retired, and the next caller to hand
+// the engine work (a Python thread) destroys them.
 
 #include <sys/types.h>
 
@@ -19,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "transport/ucx_worker.hpp"
 
@@ -37,6 +45,7 @@ class ProgressEngine {
 
   // Run `task` on the engine thread after the tasks enqueued before it.
   // A task must not throw; it reports failure through its own channel.
+  // Once the engine thread has stopped (process exit), run it right here.
   void enqueue(std::function<void()> task);
 
   // Run `task` on the calling thread if no task is queued or running, and
@@ -65,7 +74,7 @@ class ProgressEngine {
     return result.get();
   }
 
-  bool onEngineThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  bool onEngineThread() const { return std::this_thread::get_id() == threadId_; }
 
   // Only the thread running a task (engine or inline) may touch the worker.
   UcxWorker& worker() { return *worker_; }
@@ -78,16 +87,21 @@ class ProgressEngine {
 
  private:
   void run();
+  // Destroy the tasks the engine thread finished (see the note on top),
+  // unless called on the engine thread itself.
+  void destroyRetiredTasks();
 
   std::unique_ptr<UcxWorker> worker_;
   std::mutex workerMutex_;          // held while a thread drives the worker
   std::mutex mutex_;                // guards the fields below
   std::condition_variable wakeup_;  // new task, or stopping
   std::deque<std::function<void()>> tasks_;
+  std::vector<std::function<void()>> retired_;  // run, not yet destroyed
   bool taskRunning_ = false;
   bool stopping_ = false;
   pid_t ownerPid_;
   std::thread thread_;
+  std::thread::id threadId_;  // thread_'s id, readable while it is joined
 };
 
 }  // namespace ucxcoll

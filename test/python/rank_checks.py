@@ -14,7 +14,10 @@ tolerances in FLOAT_TOLERANCE.
 import json
 import os
 import sys
+import threading
+import time
 import traceback
+import weakref
 from datetime import timedelta
 
 import torch
@@ -376,6 +379,29 @@ def synchronous_call_after_async_ones_keeps_issue_order(ctx: Context) -> None:
         assert all(work.is_completed() for work in works), "an earlier async collective was still pending"
         assert torch.equal(first, torch.full_like(first, ctx.world * (ctx.world - 1) / 2))
         assert torch.equal(last, torch.full_like(last, float(ctx.world)))
+
+
+@check()
+def engine_thread_never_frees_python_tensors(ctx: Context) -> None:
+    # Freeing a tensor that Python owns takes the GIL. While the interpreter
+    # shuts down, CPython ends any other thread that asks for it, which
+    # aborted processes that exited right after an async collective. So the
+    # engine leaves the last references of finished collectives to the next
+    # caller. Here the handle and the tensor are dropped at once, leaving the
+    # engine as the tensor's only owner; the tensor must be freed by this
+    # (Python) thread, never by the engine thread.
+    freed_on = []
+    tensor = torch.ones(1000)
+    weakref.finalize(tensor, lambda: freed_on.append(threading.get_ident()))
+    dist.all_reduce(tensor, async_op=True)
+    del tensor
+    deadline = time.monotonic() + 30
+    while not freed_on and time.monotonic() < deadline:
+        time.sleep(0.01)  # let the engine finish the all_reduce
+        dist.barrier()  # the next call destroys what the engine finished
+    assert freed_on == [threading.get_ident()], (
+        f"tensor freed on thread {freed_on}, expected the caller's {threading.get_ident()}"
+    )
 
 
 @check(min_world=2)
