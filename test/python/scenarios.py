@@ -49,18 +49,27 @@ def repeat_init(rank: int, world: int, port: int, workdir: str) -> None:
 
 
 def ddp(rank: int, world: int, port: int, workdir: str) -> None:
-    """The same DDP training on ucxcoll and on gloo, from the same seeds."""
+    """The same DDP training on ucxcoll and on gloo, from the same seeds:
+    once with DDP's built-in all-reduce, once with the fp16 compression
+    hook, a Python comm hook whose .then() callback runs when ucxcoll
+    completes the collective's future."""
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
     from ddp_train import train
 
-    init(rank, world, port)
-    ucx_params = train(steps=8, backend="ucxcoll")
-    dist.destroy_process_group()
-    init(rank, world, port + 1, backend="gloo")
-    gloo_params = train(steps=8, backend="gloo")
-    dist.destroy_process_group()
-    difference = (ucx_params - gloo_params).abs().max().item()
-    report(max_abs_difference=difference, scale=gloo_params.abs().max().item())
+    differences = {}
+    for offset, (variant, hook) in enumerate([("plain", None), ("fp16_hook", default_hooks.fp16_compress_hook)]):
+        params = {}
+        for backend_offset, backend in enumerate(["ucxcoll", "gloo"]):
+            init(rank, world, port + 2 * offset + backend_offset, backend=backend)
+            params[backend] = train(steps=8, backend=backend, comm_hook=hook)
+            dist.destroy_process_group()
+        differences[variant] = {
+            "max_abs_difference": (params["ucxcoll"] - params["gloo"]).abs().max().item(),
+            "scale": params["gloo"].abs().max().item(),
+        }
+    report(**differences)
 
 
 def idle_cpu(rank: int, world: int, port: int, workdir: str) -> None:
