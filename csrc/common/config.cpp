@@ -50,6 +50,7 @@ Config readConfig() {
   c.allgatherAlgorithm = envString("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm);
   c.allreduceAlgorithm = envString("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm);
   c.broadcastAlgorithm = envString("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm);
+  c.exitGraceMilliseconds = static_cast<int>(envInteger("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds));
   return c;
 }
 

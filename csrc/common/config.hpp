@@ -23,6 +23,11 @@ struct Config {
   std::string allgatherAlgorithm = "auto";
   std::string allreduceAlgorithm = "auto";
   std::string broadcastAlgorithm = "auto";
+  // UCXCOLL_EXIT_GRACE_MS: at interpreter exit, how long collectives still
+  // queued or running may take to finish before they are aborted. Peers
+  // usually exit after the same collectives, so they complete at once; a
+  // dead peer costs at most this long.
+  int exitGraceMilliseconds = 2000;
 };
 
 // Parsed once, on first use.

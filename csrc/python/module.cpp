@@ -7,6 +7,7 @@
 #include <ucp/api/ucp.h>
 
 #include "backend/ucx_backend.hpp"
+#include "common/config.hpp"
 
 namespace py = pybind11;
 
@@ -24,6 +25,10 @@ std::string ucxVersion() {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
 }
 
+void stopProgressThreadAtExit() {
+  ucxcoll::ProgressEngine::stopLiveEngine(std::chrono::milliseconds(ucxcoll::config().exitGraceMilliseconds));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -33,4 +38,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("create_backend", &createBackend, py::arg("dist_backend_options"), py::call_guard<py::gil_scoped_release>(),
         "Create the backend for one process group (called by torch.distributed).");
   m.def("ucx_version", &ucxVersion, "Version of the UCX library loaded at run time.");
+  m.def("_stop_progress_thread", &stopProgressThreadAtExit, py::call_guard<py::gil_scoped_release>(),
+        "Python atexit: let pending collectives finish (UCXCOLL_EXIT_GRACE_MS), then stop the progress thread.");
 }

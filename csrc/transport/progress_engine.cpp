@@ -25,17 +25,31 @@ std::weak_ptr<ProgressEngine>& liveEngine() {
 }
 
 void stopLiveEngineAtExit() {
+  ProgressEngine::stopLiveEngine(std::chrono::milliseconds(0));
+}
+
+}  // namespace
+
+void ProgressEngine::stopLiveEngine(std::chrono::milliseconds grace) {
   std::shared_ptr<ProgressEngine> engine;
   {
     std::lock_guard<std::mutex> lock(registryMutex());
     engine = liveEngine().lock();
   }
-  if (engine) {
-    engine->stopThread();
+  if (!engine || engine->ownerPid_ != getpid()) {
+    return;  // none, or a forked child's copy of the parent's (see stopThread)
   }
+  if (grace.count() > 0 && !engine->waitUntilIdle(grace)) {
+    UCXCOLL_WARN("exiting with collectives still pending after " << grace.count()
+                                                                 << " ms (UCXCOLL_EXIT_GRACE_MS); aborting them");
+  }
+  engine->stopThread();
 }
 
-}  // namespace
+bool ProgressEngine::waitUntilIdle(std::chrono::milliseconds bound) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return idle_.wait_for(lock, bound, [&] { return !taskRunning_ && tasks_.empty(); });
+}
 
 std::shared_ptr<ProgressEngine> ProgressEngine::acquire() {
   std::lock_guard<std::mutex> lock(registryMutex());
@@ -141,6 +155,8 @@ bool ProgressEngine::runInlineIfIdle(const std::function<void()>& task) {
   }
   if (queued) {
     wakeup_.notify_one();  // tasks enqueued meanwhile may run now
+  } else {
+    idle_.notify_all();
   }
   return true;
 }
@@ -178,6 +194,9 @@ void ProgressEngine::run() {
       std::lock_guard<std::mutex> lock(mutex_);
       taskRunning_ = false;
       retired_.push_back(std::move(task));
+      if (tasks_.empty()) {
+        idle_.notify_all();
+      }
       spinUntil = std::chrono::steady_clock::now() + spin;
       continue;
     }

@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -82,8 +83,22 @@ class ProgressEngine {
 
   // Abort every collective waiting on the worker and stop the thread,
   // without tearing UCX down; used at process exit, when UCX's own libraries
-  // may already be going away.
+  // may already be going away. Tasks handed over afterwards run on the
+  // caller.
   void stopThread();
+
+  // Wait until no task is queued or running, at most `bound`; true if so.
+  bool waitUntilIdle(std::chrono::milliseconds bound);
+
+  // stopThread() on this process's engine, if there is one, after giving
+  // its tasks up to `grace` to finish. Runs from Python's atexit, before the
+  // interpreter finalizes: collectives the script did not wait for can
+  // complete, a Future callback still running on the engine thread can
+  // finish with the GIL, and no engine thread is left to ask for the GIL
+  // during finalization (CPython would end it with pthread_exit, aborting
+  // the process). Also runs from the C atexit handler (no grace: Python is
+  // gone by then), for processes that never ran Python's.
+  static void stopLiveEngine(std::chrono::milliseconds grace);
 
  private:
   void run();
@@ -95,6 +110,7 @@ class ProgressEngine {
   std::mutex workerMutex_;          // held while a thread drives the worker
   std::mutex mutex_;                // guards the fields below
   std::condition_variable wakeup_;  // new task, or stopping
+  std::condition_variable idle_;    // a task finished
   std::deque<std::function<void()>> tasks_;
   std::vector<std::function<void()>> retired_;  // run, not yet destroyed
   bool taskRunning_ = false;

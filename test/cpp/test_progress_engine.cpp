@@ -67,3 +67,20 @@ TEST_CASE("a task handed over after the engine thread stopped runs on the caller
   CHECK(result == 42);
   CHECK(ranOn == std::this_thread::get_id());
 }
+
+TEST_CASE("waitUntilIdle returns once every task handed over has run", "[engine]") {
+  ProgressEngine engine;
+  std::atomic<bool> release{false};
+  std::atomic<int> ran{0};
+  engine.enqueue([&] {
+    while (!release.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ++ran;
+  });
+  engine.enqueue([&] { ++ran; });
+  CHECK_FALSE(engine.waitUntilIdle(std::chrono::milliseconds(20)));  // the first task still runs
+  release = true;
+  CHECK(engine.waitUntilIdle(std::chrono::seconds(30)));
+  CHECK(ran.load() == 2);
+}

@@ -121,18 +121,39 @@ def exit_without_destroy(rank: int, world: int, port: int, workdir: str) -> None
 
 def fork_child(rank: int, world: int, port: int, workdir: str) -> None:
     """A child forked after init (as DataLoader workers are) must not touch
-    the parent's UCX state, and must exit normally, atexit handlers and all."""
+    the parent's UCX state, and must exit normally, atexit handlers and all,
+    even when forked while the parent's progress thread runs a collective."""
     init(rank, world, port)
     tensor = torch.ones(4)
     dist.all_reduce(tensor)
+    large = torch.ones(4 << 20)
+    pending = dist.all_reduce(large, async_op=True)  # likely still running at fork
     child = os.fork()
     if child == 0:
         torch.ones(3).sum()
         sys.exit(0)  # runs atexit handlers, unlike os._exit
     _, status = os.waitpid(child, 0)
+    pending.wait()
     dist.all_reduce(tensor)  # the parent's group still works
     dist.destroy_process_group()
-    report(child_status=status, value=tensor[0].item())
+    report(child_status=status, value=tensor[0].item(), large_value=large[0].item())
+
+
+def exit_during_future_callback(rank: int, world: int, port: int, workdir: str) -> None:
+    """The script ends while a .then() callback of an async all_reduce still
+    runs on the progress thread. The callback must finish (it reports) and
+    the process must exit cleanly: no thread may ask for the GIL while the
+    interpreter finalizes."""
+    init(rank, world, port)
+    tensor = torch.ones(1000)
+    dist.all_reduce(tensor)
+    work = dist.all_reduce(tensor, async_op=True)
+
+    def callback(future):
+        time.sleep(0.3)  # still running when the main thread reaches the end
+        report(callback_value=future.value()[0][0].item())
+
+    work.get_future().then(callback)
 
 
 def exit_with_pending_collective(rank: int, world: int, port: int, workdir: str) -> None:
@@ -149,7 +170,7 @@ def exit_with_pending_collective(rank: int, world: int, port: int, workdir: str)
     sys.exit(0)
 
 
-SCENARIOS = {"exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
+SCENARIOS = {"exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

@@ -14,7 +14,10 @@ from harness import HERE, REPO, free_port, run_processes
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
-def run_scenario(name: str, world: int, timeout: float = 300):
+def run_scenario(name: str, world: int, timeout: float = 300, outputs: list | None = None):
+    """Runs scenarios.py NAME on `world` ranks and returns each rank's report
+    (its last RESULT line); each rank's whole output is appended to
+    `outputs` if given."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix=f"ucxcoll-{name}-") as workdir:
         commands = [
@@ -25,6 +28,8 @@ def run_scenario(name: str, world: int, timeout: float = 300):
     reports = []
     for rank, (code, output) in enumerate(results):
         assert code == 0, f"rank {rank} of {name} exited with {code}:\n{output[-4000:]}"
+        if outputs is not None:
+            outputs.append(output)
         lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
         assert lines, f"rank {rank} of {name} reported nothing:\n{output[-4000:]}"
         reports.append(json.loads(lines[-1][len("RESULT ") :]))
@@ -151,7 +156,7 @@ def test_exit_without_destroy_process_group_is_clean():
 def test_forked_child_exits_cleanly_and_parent_group_still_works():
     reports = run_scenario("fork_child", world=2, timeout=120)
     for report in reports:
-        assert report == {"child_status": 0, "value": 4.0}, report
+        assert report == {"child_status": 0, "value": 4.0, "large_value": 2.0}, report
 
 
 def test_doctor_reports_environment_and_passes_self_test():
@@ -164,9 +169,20 @@ def test_doctor_reports_environment_and_passes_self_test():
     assert any(line.startswith("self-test: 2 ranks, all_reduce and all_gather correct") for line in lines), result.stdout
 
 
+def test_exit_while_a_future_callback_runs_is_clean():
+    # Without stopping the progress thread from Python's atexit, the
+    # callback's thread asks for the GIL during finalization and the process
+    # aborts ("terminate called without an active exception"; gloo segfaults).
+    reports = run_scenario("exit_during_future_callback", world=2, timeout=120)
+    assert reports == [{"callback_value": 4.0}, {"callback_value": 4.0}]
+
+
 def test_exit_with_a_collective_still_pending_does_not_wait_for_its_deadline():
     # The group's deadline is 60 s; run_scenario kills (and fails) anything
     # still running after 40 s. Without the exit-time abort rank 0 would
-    # sit in the pending all_reduce until the deadline.
-    reports = run_scenario("exit_with_pending_collective", world=2, timeout=40)
+    # sit in the pending all_reduce until the deadline; with it, rank 0 gives
+    # the collective UCXCOLL_EXIT_GRACE_MS (2 s) and then says it aborts it.
+    outputs = []
+    reports = run_scenario("exit_with_pending_collective", world=2, timeout=40, outputs=outputs)
     assert reports == [{"exiting": True}, {"died": True}]
+    assert "exiting with collectives still pending after 2000 ms (UCXCOLL_EXIT_GRACE_MS); aborting them" in outputs[0]

@@ -1,5 +1,6 @@
 """Registration of the ``ucxcoll`` backend with torch.distributed."""
 
+import atexit
 import threading
 
 BACKEND_NAME = "ucxcoll"
@@ -44,7 +45,15 @@ def register() -> None:
         if not dist.is_available():
             raise RuntimeError("ucxcoll needs a torch build with torch.distributed")
         _preload_ucx()
-        from ucxcoll import _C  # noqa: F401  (fail here, not at first use)
+        from ucxcoll import _C  # fail here, not at first use
+
+        # At exit, while the interpreter is still whole: let collectives the
+        # script did not wait for finish (up to UCXCOLL_EXIT_GRACE_MS), then
+        # stop the progress thread, so that no thread of ours asks for the
+        # GIL during finalization (CPython would end it with pthread_exit,
+        # which aborts the process). Registered at import, so it runs after
+        # the script's own atexit handlers (e.g. destroy_process_group).
+        atexit.register(_C._stop_progress_thread)
 
         if not is_registered():
             dist.Backend.register_backend(
