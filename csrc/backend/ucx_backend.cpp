@@ -107,6 +107,7 @@ void UcxBackend::shutdown() {
   };
   if (!engine_->onEngineThread()) {
     engine_->runSync(release);
+    engine_->destroyRetiredTasks();
     engine_.reset();
     return;
   }
@@ -144,6 +145,8 @@ void UcxBackend::checkUsable(const char* opName) {
 c10::intrusive_ptr<c10d::Work> UcxBackend::submit(c10d::OpType opType, const char* opName,
                                                   std::chrono::milliseconds timeout, bool asyncOp, c10::IValue result,
                                                   c10::TypePtr resultType, Body body) {
+  // Before taking any lock: this may free tensors and take the GIL.
+  engine_->destroyRetiredTasks();
   checkUsable(opName);
   // Held until the collective is queued or has run inline, so that this
   // group's collectives run in the order of their sequence numbers.

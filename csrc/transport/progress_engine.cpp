@@ -106,7 +106,6 @@ void ProgressEngine::stopThread() {
 }
 
 void ProgressEngine::enqueue(std::function<void()> task) {
-  destroyRetiredTasks();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!stopping_) {
@@ -135,7 +134,6 @@ void ProgressEngine::destroyRetiredTasks() {
 }
 
 bool ProgressEngine::runInlineIfIdle(const std::function<void()>& task) {
-  destroyRetiredTasks();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_ || taskRunning_ || !tasks_.empty()) {

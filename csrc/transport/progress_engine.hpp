@@ -14,8 +14,8 @@
 // reference to tensors that Python owns, and dropping that takes the GIL.
 // While the interpreter shuts down, CPython ends any other thread that asks
 // for the GIL with pthread_exit, whose unwinding through a destructor aborts
-// the process. So finished tasks are retired, and the next caller to hand
-// the engine work (a Python thread) destroys them.
+// the process. So finished tasks are retired, and the backend destroys them
+// on the next caller's thread (see destroyRetiredTasks).
 
 #include <sys/types.h>
 
@@ -75,6 +75,11 @@ class ProgressEngine {
     return result.get();
   }
 
+  // Destroy the tasks the engine thread finished (see the note on top);
+  // does nothing on the engine thread itself. Call it holding none of your
+  // own locks: destroying a task may take the GIL and run Python code.
+  void destroyRetiredTasks();
+
   bool onEngineThread() const { return std::this_thread::get_id() == threadId_; }
 
   // Only the thread running a task (engine or inline) may touch the worker.
@@ -102,10 +107,6 @@ class ProgressEngine {
 
  private:
   void run();
-  // Destroy the tasks the engine thread finished (see the note on top),
-  // unless called on the engine thread itself.
-  void destroyRetiredTasks();
-
   std::unique_ptr<UcxWorker> worker_;
   std::mutex workerMutex_;          // held while a thread drives the worker
   std::mutex mutex_;                // guards the fields below
