@@ -107,6 +107,7 @@ class ProgressEngine {
 
  private:
   void run();
+
   std::unique_ptr<UcxWorker> worker_;
   std::mutex workerMutex_;          // held while a thread drives the worker
   std::mutex mutex_;                // guards the fields below
