@@ -122,13 +122,14 @@ void ProgressEngine::enqueue(std::function<void()> task) {
 }
 
 void ProgressEngine::destroyRetiredTasks() {
-  if (onEngineThread()) {
-    return;  // e.g. a Future callback that issues the next collective
+  if (!hasRetired_.load(std::memory_order_acquire) || onEngineThread()) {
+    return;  // nothing to do, or e.g. a Future callback issuing a collective
   }
   std::vector<std::function<void()>> finished;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     finished.swap(retired_);
+    hasRetired_.store(false, std::memory_order_relaxed);
   }
   // `finished` is destroyed here, on the caller's thread, outside the lock.
 }
@@ -192,6 +193,7 @@ void ProgressEngine::run() {
       std::lock_guard<std::mutex> lock(mutex_);
       taskRunning_ = false;
       retired_.push_back(std::move(task));
+      hasRetired_.store(true, std::memory_order_release);
       if (tasks_.empty()) {
         idle_.notify_all();
       }

@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -115,6 +116,9 @@ class ProgressEngine {
   std::condition_variable idle_;    // a task finished
   std::deque<std::function<void()>> tasks_;
   std::vector<std::function<void()>> retired_;  // run, not yet destroyed
+  // Whether retired_ may be non-empty: lets the per-collective
+  // destroyRetiredTasks() skip the lock when there is nothing to destroy.
+  std::atomic<bool> hasRetired_{false};
   bool taskRunning_ = false;
   bool stopping_ = false;
   pid_t ownerPid_;

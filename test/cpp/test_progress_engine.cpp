@@ -3,7 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -18,7 +18,6 @@ namespace {
 struct DestroyedOn {
   std::shared_ptr<std::thread::id> where;
   explicit DestroyedOn(std::shared_ptr<std::thread::id> out) : where(std::move(out)) {}
-  DestroyedOn(DestroyedOn&&) = default;
   ~DestroyedOn() {
     if (where) {
       *where = std::this_thread::get_id();
@@ -36,9 +35,7 @@ TEST_CASE("the engine runs tasks in the order they were handed over", "[engine]"
   }
   engine.runSync([] {});  // after every task enqueued before it
   std::vector<int> expected(20);
-  for (int i = 0; i < 20; ++i) {
-    expected[i] = i;
-  }
+  std::iota(expected.begin(), expected.end(), 0);
   CHECK(order == expected);
 }
 

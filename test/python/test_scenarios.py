@@ -14,17 +14,17 @@ from harness import HERE, REPO, free_port, run_processes
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
-def run_scenario(name: str, world: int, timeout: float = 300, outputs: list | None = None):
-    """Runs scenarios.py NAME on `world` ranks and returns each rank's report
-    (its last RESULT line); each rank's whole output is appended to
-    `outputs` if given."""
+def run_scenario(name: str, world: int, timeout: float = 300, outputs: list | None = None, **env):
+    """Runs scenarios.py NAME on `world` ranks, with `env` added to the
+    environment, and returns each rank's report (its last RESULT line); each
+    rank's whole output is appended to `outputs` if given."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix=f"ucxcoll-{name}-") as workdir:
         commands = [
             [sys.executable, str(HERE / "scenarios.py"), name, str(rank), str(world), str(port), workdir]
             for rank in range(world)
         ]
-        results = run_processes(commands, timeout)
+        results = run_processes(commands, timeout, env=dict(os.environ, **env))
     reports = []
     for rank, (code, output) in enumerate(results):
         assert code == 0, f"rank {rank} of {name} exited with {code}:\n{output[-4000:]}"
@@ -181,8 +181,11 @@ def test_exit_with_a_collective_still_pending_does_not_wait_for_its_deadline():
     # The group's deadline is 60 s; run_scenario kills (and fails) anything
     # still running after 40 s. Without the exit-time abort rank 0 would
     # sit in the pending all_reduce until the deadline; with it, rank 0 gives
-    # the collective UCXCOLL_EXIT_GRACE_MS (2 s) and then says it aborts it.
+    # the collective UCXCOLL_EXIT_GRACE_MS (set to 500 ms here; 2 s by
+    # default) and then says it aborts it.
     outputs = []
-    reports = run_scenario("exit_with_pending_collective", world=2, timeout=40, outputs=outputs)
+    reports = run_scenario(
+        "exit_with_pending_collective", world=2, timeout=40, outputs=outputs, UCXCOLL_EXIT_GRACE_MS="500"
+    )
     assert reports == [{"exiting": True}, {"died": True}]
-    assert "exiting with collectives still pending after 2000 ms (UCXCOLL_EXIT_GRACE_MS); aborting them" in outputs[0]
+    assert "exiting with collectives still pending after 500 ms (UCXCOLL_EXIT_GRACE_MS); aborting them" in outputs[0]
