@@ -1,32 +1,13 @@
 #include "backend/group_setup.hpp"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-
+#include <cstring>
+#include <stdexcept>
 #include <string>
 
 namespace ucxcoll {
-namespace {
-
-// torch hands each group a PrefixStore ("<group>/cpu/"); the counter that
-// hands out group ids must live in the store all groups share.
-c10::intrusive_ptr<c10d::Store> sharedStore(const c10::intrusive_ptr<c10d::Store>& store) {
-  if (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(store.get())) {
-    return prefixed->getUnderlyingNonPrefixStore();
-  }
-  return store;
-}
-
-std::vector<uint8_t> toBytes(const std::string& text) {
-  return {text.begin(), text.end()};
-}
-std::string toString(const std::vector<uint8_t>& bytes) {
-  return {bytes.begin(), bytes.end()};
-}
-
-}  // namespace
 
 GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                           const std::vector<uint8_t>& myAddress) {
+                           const std::vector<uint8_t>& myAddress, uint32_t myChannel) {
   // A store can outlive a group (torchrun's agent store survives
   // destroy_process_group + init_process_group), so keys from an earlier
   // incarnation of the same group name may still be there. Every rank bumps
@@ -34,18 +15,26 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
   int64_t joined = store->add("ucxcoll/joined", 1);
   std::string prefix = "ucxcoll/" + std::to_string((joined - 1) / size) + "/";
 
-  GroupRendezvous result;
-  if (rank == 0) {
-    int64_t id = sharedStore(store)->add("ucxcoll/group_counter", 1);
-    result.groupId = static_cast<uint32_t>(id);
-    store->set(prefix + "group_id", toBytes(std::to_string(id)));
-  } else {
-    result.groupId = static_cast<uint32_t>(std::stoll(toString(store->get(prefix + "group_id"))));
+  // Value: the channel (4 bytes, little-endian), then the worker address.
+  std::vector<uint8_t> mine(4 + myAddress.size());
+  for (int byte = 0; byte < 4; ++byte) {
+    mine[byte] = static_cast<uint8_t>(myChannel >> (8 * byte));
   }
-  store->set(prefix + "address/" + std::to_string(rank), myAddress);
-  result.addresses.resize(static_cast<std::size_t>(size));
+  std::memcpy(mine.data() + 4, myAddress.data(), myAddress.size());
+  store->set(prefix + "peer/" + std::to_string(rank), mine);
+
+  GroupRendezvous result;
   for (int peer = 0; peer < size; ++peer) {
-    result.addresses[peer] = peer == rank ? myAddress : store->get(prefix + "address/" + std::to_string(peer));
+    std::vector<uint8_t> value = peer == rank ? mine : store->get(prefix + "peer/" + std::to_string(peer));
+    if (value.size() < 4) {
+      throw std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer));
+    }
+    uint32_t channel = 0;
+    for (int byte = 0; byte < 4; ++byte) {
+      channel |= static_cast<uint32_t>(value[byte]) << (8 * byte);
+    }
+    result.channels.push_back(channel);
+    result.addresses.emplace_back(value.begin() + 4, value.end());
   }
   return result;
 }

@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "transport/tag.hpp"
+
 namespace ucxcoll {
 
 std::optional<DataType> toDataType(at::ScalarType type) {
@@ -117,6 +119,50 @@ void checkAllgatherIntoTensor(const char* op, const at::Tensor& output, const at
 void checkRoot(const char* op, int64_t root, int worldSize) {
   TORCH_CHECK_VALUE(root >= 0 && root < worldSize, "ucxcoll: ", op, ": root rank ", root,
                     " is outside the group (valid ranks are 0..", worldSize - 1, ")");
+}
+
+void checkPeer(const char* op, int64_t peer, int worldSize, const char* role) {
+  TORCH_CHECK_VALUE(peer >= 0 && peer < worldSize, "ucxcoll: ", op, ": ", role, " rank ", peer,
+                    " is outside the group (valid ranks are 0..", worldSize - 1, ")");
+}
+
+void checkTag(const char* op, int64_t tag) {
+  TORCH_CHECK_VALUE(tag >= 0, "ucxcoll: ", op, ": tag must be non-negative, got ", tag);
+  TORCH_CHECK_VALUE(static_cast<uint64_t>(tag) <= tag::kMaxUserTag, "ucxcoll: ", op, ": tag ", tag,
+                    " is above the largest supported tag, ", tag::kMaxUserTag);
+}
+
+DataType reducibleType(const char* op, const at::Tensor& tensor) {
+  std::optional<DataType> type = toDataType(tensor.scalar_type());
+  TORCH_CHECK_TYPE(type.has_value(), "ucxcoll: ", op, " does not support dtype ", tensor.scalar_type(),
+                   "; supported: float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, "
+                   "complex64, complex128");
+  return *type;
+}
+
+const char* reduceOpName(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      return "SUM";
+    case c10d::ReduceOp::AVG:
+      return "AVG";
+    case c10d::ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case c10d::ReduceOp::MIN:
+      return "MIN";
+    case c10d::ReduceOp::MAX:
+      return "MAX";
+    case c10d::ReduceOp::BAND:
+      return "BAND";
+    case c10d::ReduceOp::BOR:
+      return "BOR";
+    case c10d::ReduceOp::BXOR:
+      return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    default:
+      return "unknown";
+  }
 }
 
 }  // namespace ucxcoll

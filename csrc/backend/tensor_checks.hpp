@@ -5,6 +5,7 @@
 // was expected, what was given, and what to allocate instead.
 
 #include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <optional>
 #include <string>
@@ -31,6 +32,15 @@ void checkAllgatherOutputs(const char* op, const std::vector<at::Tensor>& output
 void checkAllgatherIntoTensor(const char* op, const at::Tensor& output, const at::Tensor& input, int worldSize);
 
 void checkRoot(const char* op, int64_t root, int worldSize);
+
+// A point-to-point peer: a rank of the group ("destination" or "source").
+void checkPeer(const char* op, int64_t peer, int worldSize, const char* role);
+// A point-to-point tag: non-negative (and within what a tag can carry).
+void checkTag(const char* op, int64_t tag);
+
+// The element type of a tensor to reduce, or TypeError.
+DataType reducibleType(const char* op, const at::Tensor& tensor);
+const char* reduceOpName(const c10d::ReduceOp& op);
 
 std::string shapeText(const at::Tensor& tensor);
 

@@ -1,23 +1,26 @@
 #pragma once
 // The c10d::Backend that torch.distributed drives for backend="ucxcoll".
-// It validates tensors on the caller's thread, turns them into raw buffers,
-// and hands each collective to the process-wide ProgressEngine, which runs
-// the algorithm over this group's UcxTransport and completes the Work.
+// A thin router: each method checks its input on the caller's thread
+// (tensor_checks.hpp), turns tensors into raw buffers, and hands an
+// operation to the process-wide Engine, which runs it and completes the
+// Work. The methods live by family: collective_ops.cpp (collectives) and
+// point_to_point_ops.cpp (send/recv); this file's .cpp holds what they
+// share: group setup, submission, coalescing, shutdown.
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backend/ucx_work.hpp"
 #include "collectives/collective.hpp"
-#include "transport/progress_engine.hpp"
-#include "transport/ucx_transport.hpp"
+#include "collectives/point_to_point.hpp"
+#include "engine/engine.hpp"
 
 namespace ucxcoll {
 
@@ -29,6 +32,7 @@ class UcxBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "ucxcoll"; }
 
+  // ---- Collectives (collective_ops.cpp) -----------------------------------
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -42,47 +46,58 @@ class UcxBackend : public c10d::Backend {
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-  uint64_t getSequenceNumberForGroup() override { return issued_.load(); }
+  // ---- Point-to-point (point_to_point_ops.cpp) ----------------------------
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+
+  // ---- Coalescing: one Work for the operations in between -----------------
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  uint64_t getSequenceNumberForGroup() override { return group_->issued(); }
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
 
-  // Finish what is queued, then release this group's UCX resources.
+  // Finish the collectives already submitted, end pending point-to-point
+  // transfers, then release this group's resources.
   void shutdown() override;
-  // Fail what is pending or queued at once, then shut down.
+  // Fail everything pending or queued at once, then shut down.
   void abort() override;
 
-  uint32_t groupId() const { return groupId_; }
+  uint32_t channel() const { return group_->channel(); }
 
  private:
-  using Body = std::function<void(Collective&)>;
-
-  // Run `body` as the group's next collective: on the engine, or, for a
-  // synchronous call (`asyncOp` false) while the engine is idle, right here
-  // on the caller's thread. The Work completes with `result` once it ran
-  // (or fails with the error it threw).
-  c10::intrusive_ptr<c10d::Work> submit(c10d::OpType opType, const char* opName, std::chrono::milliseconds timeout,
-                                        bool asyncOp, c10::IValue result, c10::TypePtr resultType, Body body);
-  void runCollective(const c10::intrusive_ptr<UcxWork>& work, const std::string& name,
-                     std::chrono::milliseconds timeout, uint64_t sequence, const Body& body);
+  // Run `body` as the group's next collective. A synchronous call
+  // (`asyncOp` false) drives the engine right here until it completes, if
+  // no other thread is driving.
+  c10::intrusive_ptr<c10d::Work> runCollective(c10d::OpType opType, const char* opName,
+                                               std::chrono::milliseconds requestedTimeout, bool asyncOp,
+                                               c10::IValue result, c10::TypePtr resultType, Collective::Body body);
+  // Hand over a point-to-point transfer built by `make(name, timeout)`.
+  template <typename MakeTransfer>
+  c10::intrusive_ptr<c10d::Work> runTransfer(c10d::OpType opType, const char* opName, const std::string& what,
+                                             c10::IValue result, MakeTransfer make);
+  c10::intrusive_ptr<UcxWork> makeWork(Operation& op, c10d::OpType opType, const char* opName, c10::IValue result,
+                                       c10::TypePtr resultType, uint64_t sequence);
+  std::string describe(const std::string& what, std::chrono::milliseconds timeout) const;
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
+  // Refuse (fail fast) once the group failed or was shut down.
   void checkUsable(const char* opName);
 
   std::string groupName_;
-  std::chrono::milliseconds timeout_;
-  std::shared_ptr<ProgressEngine> engine_;
-  // Used only by the thread running this group's collective; transportMutex_
-  // only guards its release against a concurrent abort().
-  std::unique_ptr<UcxTransport> transport_;
-  std::mutex transportMutex_;
-  Workspace workspace_;
-  uint32_t groupId_ = 0;
+  std::atomic<std::chrono::milliseconds> timeout_;
+  std::shared_ptr<Engine> engine_;
+  std::shared_ptr<Group> group_;
+  std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();
 
-  std::mutex submitMutex_;  // makes "take a sequence number, enqueue" atomic
-  std::atomic<uint64_t> issued_{0};
-  bool closed_ = false;  // guarded by submitMutex_
+  std::mutex submitMutex_;              // makes "take a sequence number, submit" atomic
+  bool closed_ = false;                 // guarded by submitMutex_
+  std::atomic<uint64_t> transfers_{0};  // point-to-point numbering, for messages
 
-  // The first error that broke the group; later collectives fail with it.
-  mutable std::mutex failureMutex_;
-  std::string failure_;
+  std::mutex coalescingMutex_;
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<UcxWork>> batch_;
 };
 
 }  // namespace ucxcoll

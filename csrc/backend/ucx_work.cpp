@@ -2,28 +2,38 @@
 
 #include <c10/util/Exception.h>
 
+#include "backend/errors.hpp"
+
 namespace ucxcoll {
 
-UcxWork::UcxWork(int rank, c10d::OpType opType, const char* profilingTitle, c10::IValue result, c10::TypePtr resultType,
-                 uint64_t sequence)
+UcxWork::UcxWork(std::weak_ptr<Engine> engine, std::shared_ptr<Completion> completion, int rank, c10d::OpType opType,
+                 const char* profilingTitle, c10::IValue result, c10::TypePtr resultType, uint64_t sequence)
     : c10d::Work(rank, opType, profilingTitle),
+      engine_(std::move(engine)),
+      completion_(std::move(completion)),
       result_(std::move(result)),
       future_(c10::make_intrusive<c10::ivalue::Future>(std::move(resultType))),
       sequence_(sequence) {}
 
-bool UcxWork::isCompleted() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return completed_;
-}
-
 bool UcxWork::isSuccess() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return completed_ && !exception_;
+  return completion_->done() && !completion_->error();
 }
 
 std::exception_ptr UcxWork::exception() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return exception_;
+  if (!completion_->done()) {
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  if (!torchError_) {
+    torchError_ = toTorchError(completion_->error());
+  }
+  return torchError_;
+}
+
+int UcxWork::sourceRank() const {
+  int rank = sourceRank_.load(std::memory_order_acquire);
+  TORCH_CHECK(rank >= 0, "ucxcoll: sourceRank() is known only for a completed receive from any rank");
+  return rank;
 }
 
 std::vector<at::Tensor> UcxWork::result() {
@@ -41,42 +51,115 @@ std::vector<at::Tensor> UcxWork::result() {
 }
 
 bool UcxWork::wait(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (timeout == kNoTimeout) {
-    cv_.wait(lock, [&] { return completed_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+  auto until = timeout == kNoTimeout ? Clock::time_point::max() : Clock::now() + timeout;
+  bool done = completion_->done();
+  if (!done) {
+    if (auto engine = engine_.lock()) {
+      done = engine->wait(*completion_, until);
+    } else {
+      // The engine is gone; it completed (aborted) everything before.
+      done = completion_->sleepUntil(until == Clock::time_point::max() ? Clock::now() + std::chrono::hours(24) : until);
+    }
+  }
+  if (!done) {
     C10_THROW_ERROR(DistBackendError, "ucxcoll: Work.wait(timeout=" + std::to_string(timeout.count()) +
                                           " ms) expired before operation #" + std::to_string(sequence_) +
                                           " completed (it keeps running; its own deadline still applies)");
   }
-  if (exception_) {
-    std::rethrow_exception(exception_);
+  if (auto error = exception()) {
+    std::rethrow_exception(error);
   }
   return true;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> UcxWork::getFuture() {
-  return future_;
+void UcxWork::completeFuture(std::exception_ptr error) {
+  if (error) {
+    // Runs the Future's callbacks (e.g. a DDP comm hook's .then()) here.
+    future_->setError(exception());
+  } else {
+    future_->markCompleted(result_);
+  }
 }
 
-void UcxWork::finish() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    completed_ = true;
+CoalescedWork::CoalescedWork(int rank, std::vector<c10::intrusive_ptr<UcxWork>> members)
+    : c10d::Work(rank, c10d::OpType::COALESCED, "ucxcoll:coalesced"),
+      members_(std::move(members)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+  if (members_.empty()) {
+    future_->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
+    return;
   }
-  cv_.notify_all();
-  // Runs the Future's callbacks (e.g. a DDP comm hook's .then()) here.
-  future_->markCompleted(result_);
+  // Completes once the last member's Future has; carries the members'
+  // tensors, or the first error.
+  auto remaining = std::make_shared<std::atomic<std::size_t>>(members_.size());
+  auto future = future_;
+  auto all = members_;
+  for (auto& member : members_) {
+    member->getFuture()->addCallback([remaining, future, all](c10::ivalue::Future&) {
+      if (remaining->fetch_sub(1) != 1) {
+        return;
+      }
+      std::vector<at::Tensor> tensors;
+      for (const auto& m : all) {
+        if (auto error = m->exception()) {
+          future->setError(error);
+          return;
+        }
+        for (auto& tensor : m->result())
+          tensors.push_back(tensor);
+      }
+      future->markCompleted(c10::IValue(tensors));
+    });
+  }
 }
 
-void UcxWork::fail(std::exception_ptr error) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    completed_ = true;
-    exception_ = error;
+bool CoalescedWork::isCompleted() {
+  for (auto& member : members_) {
+    if (!member->isCompleted()) {
+      return false;
+    }
   }
-  cv_.notify_all();
-  future_->setError(error);
+  return true;
+}
+
+bool CoalescedWork::isSuccess() const {
+  for (const auto& member : members_) {
+    if (!member->isSuccess()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::exception_ptr CoalescedWork::exception() const {
+  for (const auto& member : members_) {
+    if (auto error = member->exception()) {
+      return error;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<at::Tensor> CoalescedWork::result() {
+  std::vector<at::Tensor> tensors;
+  for (auto& member : members_) {
+    for (auto& tensor : member->result())
+      tensors.push_back(tensor);
+  }
+  return tensors;
+}
+
+bool CoalescedWork::wait(std::chrono::milliseconds timeout) {
+  auto until = Clock::now() + timeout;
+  for (auto& member : members_) {
+    if (timeout == kNoTimeout) {
+      member->wait(kNoTimeout);
+    } else {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+      member->wait(std::max(left, std::chrono::milliseconds(1)));  // 0 would mean "no timeout"
+    }
+  }
+  return true;
 }
 
 }  // namespace ucxcoll

@@ -1,15 +1,27 @@
 #pragma once
-// The Work handed back for every collective. It is completed from the
-// progress engine's thread: finish() or fail() marks it done, wakes wait(),
-// and completes its Future with the output tensors (what DDP comm hooks
-// read), or with the error.
+// The Work handed back for every operation. It follows the engine's
+// Completion of the operation: isCompleted() reads it, wait() waits for it
+// (driving the engine meanwhile when no other thread does, so that a
+// thread that waits right after submitting pays no thread hand-off), and
+// once the operation completes the engine's callback completes the Future
+// with the output tensors (what DDP comm hooks read), or with the error.
+//
+// CoalescedWork stands for the operations issued between startCoalescing()
+// and endCoalescing() (batch_isend_irecv): it completes when all of them
+// have.
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <vector>
+
+#include "engine/completion.hpp"
+#include "engine/engine.hpp"
 
 namespace ucxcoll {
 
@@ -17,8 +29,37 @@ class UcxWork : public c10d::Work {
  public:
   // `result` is what the Future completes with; its type is `resultType`
   // (a list of tensors, or for all_gather a list of lists, as gloo does).
-  UcxWork(int rank, c10d::OpType opType, const char* profilingTitle, c10::IValue result, c10::TypePtr resultType,
-          uint64_t sequence);
+  UcxWork(std::weak_ptr<Engine> engine, std::shared_ptr<Completion> completion, int rank, c10d::OpType opType,
+          const char* profilingTitle, c10::IValue result, c10::TypePtr resultType, uint64_t sequence);
+
+  bool isCompleted() override { return completion_->done(); }
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  bool wait(std::chrono::milliseconds timeout) override;
+  void synchronize() override {}
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  uint64_t getSequencenumber() const override { return sequence_; }
+  int sourceRank() const override;
+
+  // Called on the engine's driver once the operation completed.
+  void completeFuture(std::exception_ptr error);
+  void setSourceRank(int rank) { sourceRank_.store(rank, std::memory_order_release); }
+
+ private:
+  std::weak_ptr<Engine> engine_;
+  std::shared_ptr<Completion> completion_;
+  c10::IValue result_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  uint64_t sequence_;
+  std::atomic<int> sourceRank_{-1};
+  mutable std::mutex errorMutex_;
+  mutable std::exception_ptr torchError_;  // the completion's error, converted once
+};
+
+class CoalescedWork : public c10d::Work {
+ public:
+  CoalescedWork(int rank, std::vector<c10::intrusive_ptr<UcxWork>> members);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -26,16 +67,11 @@ class UcxWork : public c10d::Work {
   std::vector<at::Tensor> result() override;
   bool wait(std::chrono::milliseconds timeout) override;
   void synchronize() override {}
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
-  uint64_t getSequencenumber() const override { return sequence_; }
-
-  void finish();
-  void fail(std::exception_ptr error);
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
  private:
-  c10::IValue result_;
+  std::vector<c10::intrusive_ptr<UcxWork>> members_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  uint64_t sequence_;
 };
 
 }  // namespace ucxcoll

@@ -1,87 +1,148 @@
 // Ring all-reduce for large messages: a ring reduce-scatter followed by a
 // ring all-gather. The buffer is cut into n blocks; in the reduce-scatter
 // each block travels once around the ring accumulating every rank's part,
-// ending fully reduced on one rank; the all-gather then copies each reduced
+// ending fully reduced on one rank; the all-gather then passes each reduced
 // block to everyone. Each rank sends 2(n-1)/n of the buffer, the minimum.
-// Every block is reduced on exactly one rank, so all ranks end bit-identical.
+// Every block is reduced along one path, so all ranks end bit-identical.
 //
-// The reduce-scatter moves each block in chunks of kChunkBytes and reduces a
-// chunk as soon as it has arrived, while it is still in cache, instead of
-// reading a whole received block back from memory.
+// Blocks travel in chunks, and nothing waits for a whole block: a chunk is
+// reduced as soon as it has arrived (while still in cache) and sent on at
+// once, so the neighbour fetches chunk k while this rank reduces chunk k+1;
+// the last step's reduced chunks enter the all-gather immediately. Up to
+// kWindow chunks are received ahead into scratch. Messages come from the
+// left neighbour in order, one slot per phase.
 
 #include <algorithm>
+#include <vector>
 
 #include "collectives/collective.hpp"
 
 namespace ucxcoll {
 namespace {
 
-constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+constexpr std::size_t kChunkBytes = std::size_t{256} << 10;
+constexpr std::size_t kWindow = 4;
+constexpr uint32_t kReduceScatterSlot = 0;
+constexpr uint32_t kAllgatherSlot = 1;
 
-// Tag steps: reduce-scatter chunks below 0x8000, all-gather steps above.
-// Only one chunk per direction is in flight, so the wrap-around of step
-// and chunk numbers can never make two outstanding messages collide.
-uint32_t reduceScatterTag(int step, std::size_t chunk) {
-  return ((static_cast<uint32_t>(step) & 0x1f) << 10) | (static_cast<uint32_t>(chunk) & 0x3ff);
-}
-uint32_t allgatherTag(int step) {
-  return 0x8000 | (static_cast<uint32_t>(step) & 0x7fff);
-}
+// Block b of `count` elements split n ways, and its chunks.
+class Blocks {
+ public:
+  Blocks(std::size_t count, int n, std::size_t chunkElements)
+      : count_(count), n_(static_cast<std::size_t>(n)), chunkElements_(chunkElements) {}
+
+  std::size_t start(int block) const {
+    auto b = static_cast<std::size_t>(block);
+    return b * (count_ / n_) + std::min(b, count_ % n_);
+  }
+  std::size_t elements(int block) const { return start(block + 1) - start(block); }
+  std::size_t chunks(int block) const { return (elements(block) + chunkElements_ - 1) / chunkElements_; }
+  std::size_t chunkStart(int block, std::size_t chunk) const { return start(block) + chunk * chunkElements_; }
+  std::size_t chunkElements(int block, std::size_t chunk) const {
+    return std::min(chunkElements_, elements(block) - chunk * chunkElements_);
+  }
+
+ private:
+  std::size_t count_;
+  std::size_t n_;
+  std::size_t chunkElements_;
+};
+
+struct Piece {
+  int block;
+  std::size_t chunk;
+};
 
 }  // namespace
 
-void allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type, ReduceOp op) {
+Task allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction) {
+  c.begin(tag::Routine::AllreduceRing);
   const int n = c.size();
   const int me = c.rank();
-  const std::size_t element = elementSize(type);
-  auto* base = static_cast<std::byte*>(buffer);
-
-  // Block b covers elements [blockStart(b), blockStart(b+1)).
-  auto blockStart = [&](int b) {
-    std::size_t ub = static_cast<std::size_t>(b);
-    std::size_t quotient = count / static_cast<std::size_t>(n);
-    std::size_t remainder = count % static_cast<std::size_t>(n);
-    return ub * quotient + std::min(ub, remainder);
-  };
-  auto blockCount = [&](int b) { return blockStart(b + 1) - blockStart(b); };
-  auto blockData = [&](int b) { return base + blockStart(b) * element; };
-
+  if (n == 1) {
+    co_return;
+  }
   const int right = (me + 1) % n;
   const int left = (me - 1 + n) % n;
-  const std::size_t chunkCount = std::max<std::size_t>(1, kChunkBytes / element);
-  std::byte* incoming = c.scratch(std::min(blockCount(0), chunkCount) * element);
-  auto chunks = [&](int b) { return (blockCount(b) + chunkCount - 1) / chunkCount; };
-  auto chunkElements = [&](int b, std::size_t i) { return std::min(chunkCount, blockCount(b) - i * chunkCount); };
+  const std::size_t element = elementSize(type);
+  const Blocks blocks(count, n, std::max<std::size_t>(1, kChunkBytes / element));
+  auto* base = static_cast<std::byte*>(buffer);
+  auto data = [&](const Piece& p) { return base + blocks.chunkStart(p.block, p.chunk) * element; };
+  auto bytes = [&](const Piece& p) { return blocks.chunkElements(p.block, p.chunk) * element; };
 
-  // Reduce-scatter: after step s, block (me - s - 1) holds s + 2 ranks' parts.
+  // In reduce-scatter step s a rank receives block me-s-1 (and sends on the
+  // block it reduced in step s-1); after n-1 steps it owns block me+1. In
+  // all-gather step t it receives block me-t.
+  std::vector<Piece> toReduce;
+  std::vector<Piece> toGather;
   for (int step = 0; step < n - 1; ++step) {
-    int sendBlock = (me - step + n) % n;
-    int recvBlock = (me - step - 1 + n) % n;
-    const std::size_t rounds = std::max(chunks(sendBlock), chunks(recvBlock));
-    for (std::size_t i = 0; i < rounds; ++i) {
-      const uint32_t tag = reduceScatterTag(step, i);
-      if (i < chunks(recvBlock)) {
-        c.recv(left, tag, incoming, chunkElements(recvBlock, i) * element);
-      }
-      if (i < chunks(sendBlock)) {
-        c.send(right, tag, blockData(sendBlock) + i * chunkCount * element, chunkElements(sendBlock, i) * element);
-      }
-      c.wait();
-      if (i < chunks(recvBlock)) {
-        reduceInto(op, type, blockData(recvBlock) + i * chunkCount * element, incoming, chunkElements(recvBlock, i));
-      }
+    for (std::size_t chunk = 0; chunk < blocks.chunks((me - step - 1 + n) % n); ++chunk) {
+      toReduce.push_back({(me - step - 1 + n) % n, chunk});
+    }
+    for (std::size_t chunk = 0; chunk < blocks.chunks((me - step + n) % n); ++chunk) {
+      toGather.push_back({(me - step + n) % n, chunk});
     }
   }
+  const int ownedBlock = (me + 1) % n;
+  const int lastForwardedBlock = (me + 2) % n;  // received in the last all-gather step
 
-  // All-gather: rank me now owns the reduced block (me + 1); pass blocks on.
-  for (int step = 0; step < n - 1; ++step) {
-    int sendBlock = (me + 1 - step + n) % n;
-    int recvBlock = (me - step + n) % n;
-    const uint32_t tag = allgatherTag(step);
-    c.recv(left, tag, blockData(recvBlock), blockCount(recvBlock) * element);
-    c.send(right, tag, blockData(sendBlock), blockCount(sendBlock) * element);
-    c.wait();
+  // Reduce-scatter step 0 sends this rank's own block as it is. A block's
+  // region receives its final value in the all-gather only once what the
+  // reduce-scatter sent from it has been taken.
+  std::vector<std::vector<Request*>> sentFrom(static_cast<std::size_t>(n));
+  for (std::size_t chunk = 0; chunk < blocks.chunks(me); ++chunk) {
+    Piece piece{me, chunk};
+    sentFrom[me].push_back(&c.send(right, kReduceScatterSlot, data(piece), bytes(piece)));
   }
+
+  std::byte* landing = c.scratch(kWindow * blocks.chunkElements(0, 0) * element);
+  auto landingFor = [&](std::size_t i) { return landing + (i % kWindow) * blocks.chunkElements(0, 0) * element; };
+  std::vector<Request*> reduceArrivals(toReduce.size());
+  for (std::size_t i = 0; i < std::min(kWindow, toReduce.size()); ++i) {
+    reduceArrivals[i] = &c.recv(left, kReduceScatterSlot, landingFor(i), bytes(toReduce[i]));
+  }
+  std::vector<Request*> gatherArrivals(toGather.size());
+  std::size_t gatherPosted = 0;
+  auto postGatherReceives = [&] {
+    while (gatherPosted < toGather.size()) {
+      const Piece& piece = toGather[gatherPosted];
+      const auto& sent = sentFrom[piece.block];
+      if (piece.chunk >= sent.size() || !sent[piece.chunk]->ended()) {
+        break;
+      }
+      gatherArrivals[gatherPosted++] = &c.recv(left, kAllgatherSlot, data(piece), bytes(piece));
+    }
+  };
+
+  for (std::size_t i = 0; i < toReduce.size(); ++i) {
+    co_await *reduceArrivals[i];
+    const Piece& piece = toReduce[i];
+    reduceInto(reduction, type, data(piece), landingFor(i), blocks.chunkElements(piece.block, piece.chunk));
+    if (i + kWindow < toReduce.size()) {
+      reduceArrivals[i + kWindow] =
+          &c.recv(left, kReduceScatterSlot, landingFor(i + kWindow), bytes(toReduce[i + kWindow]));
+    }
+    if (piece.block == ownedBlock) {
+      c.send(right, kAllgatherSlot, data(piece), bytes(piece));  // final: all-gather step 0
+    } else {
+      sentFrom[piece.block].push_back(&c.send(right, kReduceScatterSlot, data(piece), bytes(piece)));
+    }
+    postGatherReceives();
+  }
+  while (gatherPosted < toGather.size()) {
+    const Piece& piece = toGather[gatherPosted];
+    co_await *sentFrom[piece.block][piece.chunk];
+    postGatherReceives();
+  }
+
+  for (std::size_t i = 0; i < toGather.size(); ++i) {
+    co_await *gatherArrivals[i];
+    const Piece& piece = toGather[i];
+    if (piece.block != lastForwardedBlock) {
+      c.send(right, kAllgatherSlot, data(piece), bytes(piece));
+    }
+  }
+  co_await c.all();
 }
 
 }  // namespace ucxcoll

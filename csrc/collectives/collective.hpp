@@ -1,17 +1,24 @@
 #pragma once
-// One run of one collective on one group: the transport, who we are, the
-// tag fields that are fixed for this run, and its deadline. Algorithms post
-// sends and receives through it by (peer, step) and never build tags.
+// One run of one collective on one group, as an algorithm sees it: who we
+// are, sends and receives by (peer, slot), waits, scratch memory. The
+// algorithm first says which routine it is (begin), which fixes the tags of
+// all its messages (tag.hpp): a message of another collective, another
+// algorithm or another root can never be received by this one. Each
+// algorithm is one coroutine in its own file and reads top to bottom.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 
 #include "collectives/datatype.hpp"
-#include "common/deadline.hpp"
-#include "transport/transport.hpp"
+#include "engine/group.hpp"
+#include "engine/operation.hpp"
+#include "engine/task.hpp"
+#include "transport/tag.hpp"
 
 namespace ucxcoll {
 
@@ -27,63 +34,83 @@ class Workspace {
   std::size_t capacity_ = 0;
 };
 
-class Collective {
+class Collective : public Operation {
  public:
-  // `name` is used in error messages, e.g. "all_gather #12 on group 3".
-  // Without a `workspace` the collective uses scratch memory of its own.
-  Collective(Transport& transport, uint32_t groupId, uint32_t sequence, Deadline deadline, std::string name,
-             Workspace* workspace = nullptr);
+  using Body = std::function<Task(Collective&)>;
+
+  // `name` is used in error messages, e.g. `all_gather #12 on group "0" (rank 1 of 2, timeout 30000 ms)`.
+  Collective(std::shared_ptr<Group> group, uint64_t sequence, std::string name, std::chrono::milliseconds timeout,
+             Body body, std::shared_ptr<Workspace> workspace = nullptr);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  const std::string& name() const { return name_; }
+  uint64_t sequence() const { return sequence_; }
 
-  void send(int peer, uint32_t step, const void* data, std::size_t bytes);
-  void recv(int peer, uint32_t step, void* data, std::size_t bytes);
-  // Wait for everything posted so far (see Transport::waitAll).
-  void wait();
+  // Which collective and algorithm this is (and its root, for rooted ones).
+  // Called once, before the first message.
+  void begin(tag::Routine routine, int root = 0);
 
-  // At least `bytes` of scratch memory, valid until the next call.
+  // `slot` tells apart what one receiver gets within this collective (see
+  // tag.hpp); for rooted routines it is a round number below 32.
+  Request& send(int peer, uint32_t slot, const void* data, std::size_t bytes);
+  // Completes only once the receiver has matched it: for a rank that
+  // receives nothing in a collective (a broadcast's root), so that it too
+  // notices a peer that runs a different collective.
+  Request& sendSync(int peer, uint32_t slot, const void* data, std::size_t bytes);
+  Request& recv(int peer, uint32_t slot, void* data, std::size_t bytes);
+
+  // At least `bytes` of scratch memory, valid until the collective ends.
   std::byte* scratch(std::size_t bytes) { return workspace_->get(bytes); }
 
+ protected:
+  Task run() override { return body_(*this); }
+  std::exception_ptr checkForDisagreement(Transport& transport) override;
+  std::string mismatchHint() const override;
+
  private:
-  Transport& transport_;
+  uint64_t tagFor(uint32_t channel, uint32_t slot) const;
+  std::string describe(tag::Routine routine, uint32_t root) const;
+
   int rank_;
   int size_;
-  uint32_t groupId_;
-  uint32_t sequence_;
-  Deadline deadline_;
-  std::string name_;
-  Workspace ownWorkspace_;
-  Workspace* workspace_;
+  uint64_t sequence_;
+  Body body_;
+  std::shared_ptr<Workspace> workspace_;
+  tag::Routine routine_{};
+  bool begun_ = false;
+  int root_ = 0;
 };
 
 // Copy that tolerates the same or overlapping buffers (in-place collectives
 // pass an input that is a view of the output).
 void copyBytes(void* destination, const void* source, std::size_t bytes);
 
-// ---- Algorithms: one per file, selected by size in select.cpp ------------
+// ---- Algorithms: one per file ------------------------------------------
 
 // All-gather: every rank contributes `bytes` from `input`; afterwards
 // outputs[r] holds rank r's contribution on every rank.
-void allgatherDirect(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
-void allgatherRing(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
+Task allgatherDirect(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
+Task allgatherRing(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
 
 // Broadcast `bytes` at `buffer` from group rank `root` to all ranks.
-void broadcastBinomial(Collective& c, void* buffer, std::size_t bytes, int root);
+Task broadcastBinomial(Collective& c, void* buffer, std::size_t bytes, int root);
 
 // All-reduce `count` elements in place.
-void allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType type, ReduceOp op);
-void allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type, ReduceOp op);
+Task allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
+Task allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 
 // Returns once every rank has entered.
-void barrierDissemination(Collective& c);
+Task barrierDissemination(Collective& c);
 
-// Entry points that pick the algorithm by message and group size (or by the
-// UCXCOLL_*_ALGO override).
-void allgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
-void broadcast(Collective& c, void* buffer, std::size_t bytes, int root);
-void allreduce(Collective& c, void* buffer, std::size_t count, DataType type, ReduceOp op);
-void barrier(Collective& c);
+// ---- Selection (select.cpp): the algorithm for this message and group size,
+// or the one UCXCOLL_*_ALGO forces. --------------------------------------
+Task selectAllgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
+Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root);
+Task selectAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
+Task selectBarrier(Collective& c);
+
+// Checks the UCXCOLL_*_ALGO variables; throws std::invalid_argument naming
+// the variable and its choices. Run once when the first group is set up.
+void validateAlgorithmChoices();
 
 }  // namespace ucxcoll

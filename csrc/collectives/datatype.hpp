@@ -22,7 +22,8 @@ enum class DataType : uint8_t {
   Complex128,
 };
 
-enum class ReduceOp : uint8_t {
+// How contributions are combined (torch's ReduceOp, as far as supported).
+enum class Reduction : uint8_t {
   Sum,
 };
 
@@ -30,6 +31,6 @@ std::size_t elementSize(DataType type);
 const char* dataTypeName(DataType type);
 
 // accumulator[i] = accumulator[i] (op) operand[i] for i < count.
-void reduceInto(ReduceOp op, DataType type, void* accumulator, const void* operand, std::size_t count);
+void reduceInto(Reduction reduction, DataType type, void* accumulator, const void* operand, std::size_t count);
 
 }  // namespace ucxcoll

@@ -1,6 +1,7 @@
 // Algorithm choice. Latency-bound (small) messages take the one-round
 // direct exchanges; bandwidth-bound (large) ones take the rings. The
-// UCXCOLL_*_ALGO variables force a choice, for benchmarks and tests.
+// UCXCOLL_*_ALGO variables force a choice, for benchmarks and tests; they
+// are checked once, when the first group is set up.
 
 #include <stdexcept>
 
@@ -10,53 +11,51 @@
 namespace ucxcoll {
 namespace {
 
-[[noreturn]] void unknownAlgorithm(const char* variable, const std::string& value, const char* choices) {
-  throw std::invalid_argument(std::string(variable) + "=" + value + " is not an algorithm; use one of " + choices);
+void checkChoice(const char* variable, const std::string& value, std::initializer_list<const char*> choices) {
+  std::string list;
+  for (const char* choice : choices) {
+    if (value == choice) {
+      return;
+    }
+    list += (list.empty() ? "" : ", ") + std::string(choice);
+  }
+  throw std::invalid_argument(std::string(variable) + "=" + value + " is not an algorithm; use one of " + list);
+}
+
+bool small(std::size_t bytes) {
+  return bytes <= config().smallMessageBytes;
 }
 
 }  // namespace
 
-void allgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes) {
+void validateAlgorithmChoices() {
+  checkChoice("UCXCOLL_ALLGATHER_ALGO", config().allgatherAlgorithm, {"auto", "direct", "ring"});
+  checkChoice("UCXCOLL_ALLREDUCE_ALGO", config().allreduceAlgorithm, {"auto", "direct", "ring"});
+  checkChoice("UCXCOLL_BCAST_ALGO", config().broadcastAlgorithm, {"auto", "binomial"});
+}
+
+Task selectAllgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes) {
   const std::string& forced = config().allgatherAlgorithm;
-  if (c.size() == 1) {
-    copyBytes(outputs[0], input, bytes);
-  } else if (forced == "direct" || (forced == "auto" && bytes <= config().smallMessageBytes)) {
-    allgatherDirect(c, input, outputs, bytes);
-  } else if (forced == "ring" || forced == "auto") {
-    allgatherRing(c, input, outputs, bytes);
-  } else {
-    unknownAlgorithm("UCXCOLL_ALLGATHER_ALGO", forced, "auto, direct, ring");
+  if (forced == "direct" || (forced == "auto" && small(bytes))) {
+    return allgatherDirect(c, input, outputs, bytes);
   }
+  return allgatherRing(c, input, outputs, bytes);
 }
 
-void broadcast(Collective& c, void* buffer, std::size_t bytes, int root) {
-  const std::string& forced = config().broadcastAlgorithm;
-  if (forced != "auto" && forced != "binomial") {
-    unknownAlgorithm("UCXCOLL_BCAST_ALGO", forced, "auto, binomial");
-  }
-  if (c.size() > 1) {
-    broadcastBinomial(c, buffer, bytes, root);
-  }
+Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root) {
+  return broadcastBinomial(c, buffer, bytes, root);
 }
 
-void allreduce(Collective& c, void* buffer, std::size_t count, DataType type, ReduceOp op) {
+Task selectAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction) {
   const std::string& forced = config().allreduceAlgorithm;
-  const std::size_t bytes = count * elementSize(type);
-  if (c.size() == 1) {
-    return;
-  } else if (forced == "direct" || (forced == "auto" && bytes <= config().smallMessageBytes)) {
-    allreduceDirect(c, buffer, count, type, op);
-  } else if (forced == "ring" || forced == "auto") {
-    allreduceRing(c, buffer, count, type, op);
-  } else {
-    unknownAlgorithm("UCXCOLL_ALLREDUCE_ALGO", forced, "auto, direct, ring");
+  if (forced == "direct" || (forced == "auto" && small(count * elementSize(type)))) {
+    return allreduceDirect(c, buffer, count, type, reduction);
   }
+  return allreduceRing(c, buffer, count, type, reduction);
 }
 
-void barrier(Collective& c) {
-  if (c.size() > 1) {
-    barrierDissemination(c);
-  }
+Task selectBarrier(Collective& c) {
+  return barrierDissemination(c);
 }
 
 }  // namespace ucxcoll

@@ -20,6 +20,7 @@ class Deadline {
     return Deadline(Clock::now() + timeout);
   }
 
+  Clock::time_point at() const { return at_; }
   bool expired() const { return Clock::now() >= at_; }
   bool infinite() const { return at_ == Clock::time_point::max(); }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Error types shared by the torch-free layers. The backend layer maps them to
-// the matching Python exception (see backend/errors.cpp).
+// the matching Python exception (see backend/errors.hpp).
 
 #include <stdexcept>
 #include <string>

@@ -26,7 +26,7 @@ std::string ucxVersion() {
 }
 
 void stopProgressThreadAtExit() {
-  ucxcoll::ProgressEngine::stopLiveEngine(std::chrono::milliseconds(ucxcoll::config().exitGraceMilliseconds));
+  ucxcoll::Engine::stopLiveEngine(std::chrono::milliseconds(ucxcoll::config().exitGraceMilliseconds));
 }
 
 }  // namespace
@@ -34,7 +34,8 @@ void stopProgressThreadAtExit() {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ucxcoll: a torch.distributed backend over UCX";
   py::class_<ucxcoll::UcxBackend, c10d::Backend, c10::intrusive_ptr<ucxcoll::UcxBackend>>(m, "UcxBackend")
-      .def_property_readonly("group_id", &ucxcoll::UcxBackend::groupId);
+      .def_property_readonly("channel", &ucxcoll::UcxBackend::channel,
+                             "This process's tag channel for the group (see docs/ARCHITECTURE.md).");
   m.def("create_backend", &createBackend, py::arg("dist_backend_options"), py::call_guard<py::gil_scoped_release>(),
         "Create the backend for one process group (called by torch.distributed).");
   m.def("ucx_version", &ucxVersion, "Version of the UCX library loaded at run time.");

@@ -1,53 +1,149 @@
 #pragma once
 // The one place that defines how a 64-bit UCX tag is laid out.
 //
-//   63        48 47        32 31        16 15         0
-//  +------------+------------+------------+------------+
-//  |  group id  | collective |    step    |   sender   |
-//  |            |  sequence  |  / chunk   | group rank |
-//  +------------+------------+------------+------------+
+// UCX matches tags per worker, and every group in a process shares one
+// worker, so the tag alone must say which group, which operation and which
+// message a message belongs to. Three kinds of message share the space:
 //
-// UCX matches tags per worker, not per endpoint, and every group in a
-// process shares one worker: the group id keeps groups apart, the sequence
-// number keeps collective k from matching collective k+1, the step keeps the
-// rounds of one algorithm apart, and the sender field tells which peer a
-// message came from. A receive from "any source" masks the sender field.
+//  collective      | kind | channel | routine | sequence        | slot       |
+//                    2      12        6         39 - rankBits     rankBits + 5
+//  point-to-point  | kind | channel | user tag                 | sender      |
+//                    2      12        34                         16
+//  internal        | kind | channel | purpose | value          | sender      |
+//                    2      12        8         26               16
+//
+// kind     collective, user point-to-point or internal; never zero, so a
+//          zero tag (an uninitialised one) matches nothing of ours.
+// channel  the group as the *receiving* process knows it: every process
+//          numbers its live groups itself (Channels below) and tells its
+//          peers its number at group setup, so two live groups of one
+//          process never share a channel, however many groups the job
+//          creates. A sender puts the receiver's channel into the tag.
+// routine  which collective and algorithm (all_reduce/ring, broadcast/
+//          binomial, ...). It takes part in matching, so a message of one
+//          collective can never be received by another.
+// sequence the collective's number in its group. Its width depends on the
+//          group size (the slot needs rankBits + 5 bits): 38 bits for 2
+//          ranks, 31 for 256, 23 for 65,536, i.e. 2^31 collectives on one
+//          group of up to 256 ranks before it wraps.
+// slot     tells apart the messages one receiver gets within one
+//          collective. Collectives with a root (broadcast, ...) carry the
+//          root in its upper rankBits bits and a round number (< 32) below,
+//          so that ranks disagreeing about the root never match; the others
+//          use the whole slot (e.g. the sender's rank, or a phase).
+//          Messages with equal tags between two ranks are matched in the
+//          order they were sent (UCX keeps MPI's non-overtaking rule), so
+//          the chunks of one phase can share a slot.
+// sender   the sending group rank; a receive from any source masks it.
 
+#include <bit>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace ucxcoll::tag {
 
-inline constexpr int kSenderShift = 0;
-inline constexpr int kStepShift = 16;
-inline constexpr int kSequenceShift = 32;
-inline constexpr int kGroupShift = 48;
-inline constexpr uint64_t kFieldMask = 0xffff;
+enum class Kind : uint64_t { Collective = 1, PointToPoint = 2, Internal = 3 };
 
-// Largest group a 16-bit sender field can address.
-inline constexpr uint32_t kMaxGroupSize = 1u << 16;
+inline constexpr int kKindShift = 62;
+inline constexpr int kChannelShift = 50;
+inline constexpr uint64_t kChannelMask = 0xfff;
+// Channel 0 is never handed out.
+inline constexpr uint32_t kMaxChannel = 0xfff;
+
+inline constexpr uint32_t kMaxGroupSize = 1u << 16;  // the 16-bit sender field
 
 inline constexpr uint64_t kMatchAll = ~uint64_t{0};
-inline constexpr uint64_t kMatchAnySender = ~(kFieldMask << kSenderShift);
 
-// Every field wraps modulo 2^16: a sequence number or step that wraps can
-// only collide with one 65,536 collectives (steps) away, and no rank gets
-// that far ahead of its peers because every collective waits for them.
-constexpr uint64_t make(uint32_t group, uint32_t sequence, uint32_t step, uint32_t sender) {
-  return ((uint64_t{group} & kFieldMask) << kGroupShift) | ((uint64_t{sequence} & kFieldMask) << kSequenceShift) |
-         ((uint64_t{step} & kFieldMask) << kStepShift) | ((uint64_t{sender} & kFieldMask) << kSenderShift);
+// The kind and channel bits: what every message of one group to one process
+// has in common (used to drop stale messages when a channel is reused).
+inline constexpr uint64_t kChannelFieldsMask = (uint64_t{3} << kKindShift) | (kChannelMask << kChannelShift);
+
+constexpr Kind kind(uint64_t tag) {
+  return static_cast<Kind>(tag >> kKindShift);
+}
+constexpr uint32_t channel(uint64_t tag) {
+  return static_cast<uint32_t>((tag >> kChannelShift) & kChannelMask);
 }
 
-constexpr uint32_t group(uint64_t tag) {
-  return static_cast<uint32_t>((tag >> kGroupShift) & kFieldMask);
+// Which collective and which algorithm; part of every collective tag.
+enum class Routine : uint8_t {
+  AllgatherDirect = 1,
+  AllgatherRing = 2,
+  AllreduceDirect = 3,
+  AllreduceRing = 4,
+  BroadcastBinomial = 5,
+  BarrierDissemination = 6,
+};
+inline constexpr uint32_t kRoutineBits = 6;
+inline constexpr int kRoutineShift = 44;
+inline constexpr uint64_t kRoutineFieldMask = ((uint64_t{1} << kRoutineBits) - 1) << kRoutineShift;
+inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,   Routine::AllgatherRing,
+                                        Routine::AllreduceDirect,   Routine::AllreduceRing,
+                                        Routine::BroadcastBinomial, Routine::BarrierDissemination};
+
+// "all_reduce", and "ring" for AllreduceRing.
+const char* collectiveName(Routine routine);
+const char* algorithmName(Routine routine);
+// Whether the routine has a root that the slot carries.
+bool isRooted(Routine routine);
+
+// Bits of a round number in a rooted routine's slot.
+inline constexpr uint32_t kRoundBits = 5;
+
+// The collective layout for one group size. Every rank of a group builds
+// the same one.
+class CollectiveLayout {
+ public:
+  explicit CollectiveLayout(uint32_t groupSize);
+
+  uint32_t rankBits() const { return rankBits_; }
+  uint32_t slotBits() const { return rankBits_ + kRoundBits; }
+  uint32_t sequenceBits() const { return 64 - 2 - 12 - kRoutineBits - slotBits(); }
+
+  // Throws std::out_of_range when channel or slot does not fit; the
+  // sequence number is taken modulo 2^sequenceBits().
+  uint64_t make(uint32_t channel, Routine routine, uint64_t sequence, uint32_t slot) const;
+  // The slot of a rooted routine: root in the upper bits, round below.
+  uint32_t rootedSlot(uint32_t root, uint32_t round) const;
+
+  Routine routine(uint64_t tag) const;
+  uint64_t sequence(uint64_t tag) const;
+  uint32_t slot(uint64_t tag) const;
+  uint32_t root(uint64_t tag) const;  // meaningful for rooted routines only
+
+  // Kind, channel and sequence: all messages of one collective on one
+  // receiver share these bits, whatever their routine, root or slot.
+  uint64_t sameCollectiveMask() const;
+
+ private:
+  uint32_t rankBits_;
+};
+
+// User point-to-point: the user's tag must be in [0, kMaxUserTag].
+inline constexpr int kUserTagBits = 34;
+inline constexpr uint64_t kMaxUserTag = (uint64_t{1} << kUserTagBits) - 1;
+inline constexpr int kSenderBits = 16;
+
+uint64_t pointToPoint(uint32_t channel, uint64_t userTag, uint32_t sender);
+// A receive from any source ignores the sender field.
+inline constexpr uint64_t kMatchAnySender = ~((uint64_t{1} << kSenderBits) - 1);
+constexpr uint32_t sender(uint64_t pointToPointOrInternalTag) {
+  return static_cast<uint32_t>(pointToPointOrInternalTag & ((uint64_t{1} << kSenderBits) - 1));
 }
-constexpr uint32_t sequence(uint64_t tag) {
-  return static_cast<uint32_t>((tag >> kSequenceShift) & kFieldMask);
+constexpr uint64_t userTag(uint64_t pointToPointTag) {
+  return (pointToPointTag >> kSenderBits) & kMaxUserTag;
 }
-constexpr uint32_t step(uint64_t tag) {
-  return static_cast<uint32_t>((tag >> kStepShift) & kFieldMask);
-}
-constexpr uint32_t sender(uint64_t tag) {
-  return static_cast<uint32_t>((tag >> kSenderShift) & kFieldMask);
+
+// Internal messages of ucxcoll itself (not used by a collective or by the
+// user); `purpose` says what for.
+inline constexpr uint32_t kMaxPurpose = 0xff;
+inline constexpr uint32_t kMaxInternalValue = (1u << 26) - 1;
+uint64_t internal(uint32_t channel, uint32_t purpose, uint32_t value, uint32_t sender);
+
+// Number of bits needed to write every value below `count` (0 for 1).
+constexpr uint32_t bitsFor(uint32_t count) {
+  return count <= 1 ? 0 : static_cast<uint32_t>(std::bit_width(count - 1));
 }
 
 }  // namespace ucxcoll::tag

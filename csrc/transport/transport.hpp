@@ -1,39 +1,98 @@
 #pragma once
-// The small interface every collective algorithm is written against: post
-// tagged sends and receives to group ranks, then wait for all of them.
-// Implementation: UcxTransport (ucx_transport.hpp).
+// The small interface the engine drives: tagged, nonblocking sends and
+// receives whose end is reported to the Transfer that asked for them, plus
+// the means to sleep until something happens. Implementations:
+// UcxTransport (real UCX, one per process) and LoopbackTransport
+// (in-process, for unit tests).
+//
+// Threading: everything except interrupt() is called by one thread at a
+// time, the engine's current driver. transferDone() runs on that thread,
+// from inside progress() or, for a transfer that ends at once, from inside
+// send()/recv() itself.
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
-
-#include "common/deadline.hpp"
+#include <vector>
 
 namespace ucxcoll {
+
+enum class TransferStatus {
+  Ok,
+  Truncated,  // the message was larger than the receive buffer
+  Canceled,
+  Failed,
+};
+
+struct TransferResult {
+  TransferStatus status = TransferStatus::Ok;
+  std::size_t length = 0;  // receives: the sender's message size
+  uint64_t senderTag = 0;  // receives: the tag the message was sent with
+  std::string detail;      // Failed: the transport's own words
+};
+
+// One send or receive, as the transport sees it. The object must stay alive
+// until transferDone() has been called, which happens exactly once.
+class Transfer {
+ public:
+  virtual void transferDone(const TransferResult& result) = 0;
+
+  // Owned by the transport while the transfer is in flight.
+  bool inFlight = false;
+  void* native = nullptr;
+
+ protected:
+  ~Transfer() = default;
+};
+
+// A peer process, as returned by connect().
+using PeerHandle = void*;
+
+enum class SendMode {
+  Standard,     // ends once the buffer may be reused
+  Synchronous,  // ends only once the receiver has matched the message
+};
+
+struct ProbedMessage {
+  uint64_t senderTag;
+  std::size_t length;
+};
 
 class Transport {
  public:
   virtual ~Transport() = default;
 
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
+  // This process's address, to publish to peers.
+  virtual const std::vector<uint8_t>& address() const = 0;
+  // The peer at `address`, connected on first use and cached.
+  virtual PeerHandle connect(const std::vector<uint8_t>& address) = 0;
 
-  // Post a send of `bytes` bytes to group rank `peer`. The buffer must stay
-  // valid and unchanged until waitAll() returns.
-  virtual void postSend(int peer, uint64_t tag, const void* data, std::size_t bytes) = 0;
+  // Start a transfer. The buffer must stay valid (and, for sends, unchanged)
+  // until the transfer ends. A receive matches a message whose tag equals
+  // `tag` in every bit set in `mask`.
+  virtual void send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
+                    Transfer& transfer) = 0;
+  virtual void recv(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) = 0;
+  // Ask for an early end; the transfer still ends through transferDone()
+  // (Canceled, or Ok when it was too late). Sends may not be cancellable.
+  virtual void cancel(Transfer& transfer) = 0;
 
-  // Post a receive of exactly `bytes` bytes from group rank `peer`. A message
-  // of any other size is an error (ranks disagree about the collective).
-  virtual void postRecv(int peer, uint64_t tag, void* data, std::size_t bytes) = 0;
+  // A message that arrived and matches no receive yet, if any; it stays
+  // queued.
+  virtual std::optional<ProbedMessage> probe(uint64_t tag, uint64_t mask) = 0;
+  // Receive and drop every unmatched message matching tag/mask; returns how
+  // many were dropped.
+  virtual std::size_t discard(uint64_t tag, uint64_t mask) = 0;
 
-  // Block until every posted operation has completed. On failure every
-  // operation still pending is cancelled before this throws:
-  //  - TimeoutError past `deadline`, naming the peers that did not deliver;
-  //  - MismatchError when a message's size differs from the posted buffer;
-  //  - AbortedError when the transport was aborted;
-  //  - Error on any other transport failure.
-  // `operation` names the collective in error messages.
-  virtual void waitAll(const Deadline& deadline, const std::string& operation) = 0;
+  // Advance transfers; ends those that are done. Returns how many events
+  // it handled (0: nothing happened).
+  virtual unsigned progress() = 0;
+  // Sleep until there may be something to progress, interrupt() is called,
+  // or `timeoutMs` passes. Returns at once if events are already pending.
+  virtual void waitForActivity(int timeoutMs) = 0;
+  // Wake a thread in waitForActivity(). Callable from any thread.
+  virtual void interrupt() = 0;
 };
 
 }  // namespace ucxcoll

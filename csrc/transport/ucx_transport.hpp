@@ -1,52 +1,92 @@
 #pragma once
-// A group's view of the shared UCX worker: the endpoints of its ranks and
-// the operations posted for the collective now running.
+// The Transport over UCX: one context and one worker (UCS_THREAD_MODE_
+// SERIALIZED: the engine lets one thread at a time drive it), endpoints to
+// peer workers cached by address, and the file descriptors a driver sleeps
+// on: the worker's wakeup fd (UCP_FEATURE_WAKEUP) and an eventfd that
+// interrupt() writes.
 
-#include <atomic>
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "transport/transport.hpp"
-#include "transport/ucx_worker.hpp"
 
 namespace ucxcoll {
 
-class UcxTransport : public Transport {
+// Closes a file descriptor on destruction.
+class FileDescriptor {
  public:
-  // `endpoints[r]` reaches group rank r (including this rank itself).
-  UcxTransport(UcxWorker& worker, int rank, std::vector<ucp_ep_h> endpoints);
-  ~UcxTransport() override;
+  FileDescriptor() = default;
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept;
+  ~FileDescriptor();
 
-  int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(endpoints_.size()); }
-
-  void postSend(int peer, uint64_t tag, const void* data, std::size_t bytes) override;
-  void postRecv(int peer, uint64_t tag, void* data, std::size_t bytes) override;
-  void waitAll(const Deadline& deadline, const std::string& operation) override;
-
-  // Make the current and every later waitAll() fail with AbortedError.
-  // Thread-safe.
-  void abort();
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
-  struct PendingOperation {
-    void* request;  // UCX request handle
-    bool isReceive;
-    int peer;
-    std::size_t bytes;
-  };
+  int fd_ = -1;
+};
 
-  void checkPeer(int peer) const;
-  // Test every pending operation; drop the finished ones. Returns how many
-  // finished; the first failure goes to `failure`.
-  std::size_t reapCompleted(std::string& failure, bool& mismatch);
-  void cancelPending();
-  std::string describePending() const;
+struct UcpConfigDeleter {
+  void operator()(ucp_config_t* config) const { ucp_config_release(config); }
+};
+struct UcpContextDeleter {
+  void operator()(ucp_context* context) const { ucp_cleanup(context); }
+};
+struct UcpWorkerDeleter {
+  void operator()(ucp_worker* worker) const { ucp_worker_destroy(worker); }
+};
 
-  UcxWorker& worker_;
-  int rank_;
-  std::vector<ucp_ep_h> endpoints_;
-  std::vector<PendingOperation> pending_;
-  std::atomic<bool> aborted_{false};
+using UcpConfigPtr = std::unique_ptr<ucp_config_t, UcpConfigDeleter>;
+using UcpContextPtr = std::unique_ptr<ucp_context, UcpContextDeleter>;
+using UcpWorkerPtr = std::unique_ptr<ucp_worker, UcpWorkerDeleter>;
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport();
+  ~UcxTransport() override;
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  const std::vector<uint8_t>& address() const override { return address_; }
+  PeerHandle connect(const std::vector<uint8_t>& address) override;
+
+  void send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
+            Transfer& transfer) override;
+  void recv(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) override;
+  void cancel(Transfer& transfer) override;
+
+  std::optional<ProbedMessage> probe(uint64_t tag, uint64_t mask) override;
+  std::size_t discard(uint64_t tag, uint64_t mask) override;
+
+  unsigned progress() override { return ucp_worker_progress(worker_.get()); }
+  void waitForActivity(int timeoutMs) override;
+  void interrupt() override;
+
+ private:
+  void closeEndpoints();
+
+  // Buffers UCX may still write into (a transfer that would not cancel);
+  // declared first so that they outlive the worker.
+  std::vector<std::vector<std::byte>> abandonedBuffers_;
+  UcpContextPtr context_;
+  UcpWorkerPtr worker_;
+  std::vector<uint8_t> address_;
+  std::map<std::vector<uint8_t>, ucp_ep_h> endpoints_;
+  FileDescriptor epoll_;      // watches the worker's fd and interrupt_
+  FileDescriptor interrupt_;  // eventfd written by interrupt()
+  int workerFd_ = -1;         // owned by UCX
 };
 
 }  // namespace ucxcoll

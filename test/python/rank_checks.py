@@ -395,8 +395,13 @@ def engine_thread_never_frees_python_tensors(ctx: Context) -> None:
     weakref.finalize(tensor, lambda: freed_on.append(threading.get_ident()))
     dist.all_reduce(tensor, async_op=True)
     del tensor
-    deadline = time.monotonic() + 30
-    while not freed_on and time.monotonic() < deadline:
+    # Ranks free theirs at different calls (a rank whose all_reduce completed
+    # inline frees it at once), so they agree over gloo on when to stop.
+    for _ in range(3000):
+        everyone_freed = torch.tensor([1 if freed_on else 0])
+        dist.all_reduce(everyone_freed, op=dist.ReduceOp.MIN, group=ctx.gloo)
+        if everyone_freed.item() == 1:
+            break
         time.sleep(0.01)  # let the engine finish the all_reduce
         dist.barrier()  # the next call destroys what the engine finished
     assert freed_on == [threading.get_ident()], (

@@ -10,14 +10,14 @@ using namespace ucxcoll;
 TEST_CASE("integer sums wrap like torch's", "[reduce]") {
   std::vector<int8_t> a{100, -128, 5};
   std::vector<int8_t> b{100, -1, -6};
-  reduceInto(ReduceOp::Sum, DataType::Int8, a.data(), b.data(), a.size());
+  reduceInto(Reduction::Sum, DataType::Int8, a.data(), b.data(), a.size());
   CHECK(a == std::vector<int8_t>{-56, 127, -1});
 }
 
 TEST_CASE("bool sum is logical or", "[reduce]") {
   std::vector<uint8_t> a{0, 1, 0, 1};
   std::vector<uint8_t> b{0, 0, 1, 1};
-  reduceInto(ReduceOp::Sum, DataType::Bool, a.data(), b.data(), a.size());
+  reduceInto(Reduction::Sum, DataType::Bool, a.data(), b.data(), a.size());
   CHECK(a == std::vector<uint8_t>{0, 1, 1, 1});
 }
 
@@ -26,7 +26,7 @@ TEST_CASE("float16 sums round to nearest even", "[reduce]") {
   // to even (1.0); 0x1200 = 0.75 ulp rounds up to 1 + 2^-10 (0x3c01).
   std::vector<uint16_t> a{0x3c00, 0x3c00, 0x7bff, 0x0001};
   std::vector<uint16_t> b{0x1000, 0x1200, 0x7bff, 0x0001};
-  reduceInto(ReduceOp::Sum, DataType::Float16, a.data(), b.data(), a.size());
+  reduceInto(Reduction::Sum, DataType::Float16, a.data(), b.data(), a.size());
   CHECK(a[0] == 0x3c00);
   CHECK(a[1] == 0x3c01);
   CHECK(a[2] == 0x7c00);  // 65504 + 65504 overflows to inf
@@ -37,7 +37,7 @@ TEST_CASE("bfloat16 sums round to nearest even", "[reduce]") {
   // 1.0 = 0x3f80; 2^-8 = 0x3b80 is half an ulp of 1.0 in bfloat16.
   std::vector<uint16_t> a{0x3f80, 0x3f80};
   std::vector<uint16_t> b{0x3b80, 0x3f80};
-  reduceInto(ReduceOp::Sum, DataType::BFloat16, a.data(), b.data(), a.size());
+  reduceInto(Reduction::Sum, DataType::BFloat16, a.data(), b.data(), a.size());
   CHECK(a[0] == 0x3f80);
   CHECK(a[1] == 0x4000);
 }
@@ -45,7 +45,7 @@ TEST_CASE("bfloat16 sums round to nearest even", "[reduce]") {
 TEST_CASE("complex64 sums real and imaginary parts", "[reduce]") {
   std::vector<float> a{1.0f, 2.0f, -3.0f, 0.5f};
   std::vector<float> b{10.0f, 20.0f, 3.0f, 0.25f};
-  reduceInto(ReduceOp::Sum, DataType::Complex64, a.data(), b.data(), 2);
+  reduceInto(Reduction::Sum, DataType::Complex64, a.data(), b.data(), 2);
   CHECK(a == std::vector<float>{11.0f, 22.0f, 0.0f, 0.75f});
 }
 

@@ -163,8 +163,8 @@ const char* dataTypeName(DataType type) {
   return "unknown";
 }
 
-void reduceInto(ReduceOp op, DataType type, void* accumulator, const void* operand, std::size_t count) {
-  if (op != ReduceOp::Sum) {
+void reduceInto(Reduction reduction, DataType type, void* accumulator, const void* operand, std::size_t count) {
+  if (reduction != Reduction::Sum) {
     throw std::invalid_argument("unsupported reduction");
   }
   switch (type) {

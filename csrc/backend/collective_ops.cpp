@@ -1,0 +1,148 @@
+// The collectives of UcxBackend: input checks, then the collective's buffers
+// and algorithm handed to runCollective(). Non-contiguous tensors are
+// staged in contiguous copies; outputs are copied back before the Work
+// completes.
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "backend/tensor_checks.hpp"
+#include "backend/ucx_backend.hpp"
+
+namespace ucxcoll {
+namespace {
+
+c10::TypePtr tensorListType() {
+  return c10::ListType::create(c10::TensorType::get());
+}
+
+// The buffer a collective writes into: the tensor itself when contiguous,
+// otherwise a contiguous copy that is copied back afterwards.
+at::Tensor contiguousTarget(const at::Tensor& tensor) {
+  return tensor.is_contiguous() ? tensor : tensor.contiguous();
+}
+
+// (staged, destination) pairs whose staged copy must be written back.
+using CopyBacks = std::vector<std::pair<at::Tensor, at::Tensor>>;
+
+void addCopyBack(CopyBacks& copies, const at::Tensor& staged, const at::Tensor& destination) {
+  if (!staged.is_same(destination)) {
+    copies.emplace_back(staged, destination);
+  }
+}
+
+// `algorithm`, then the copies back, still inside the collective (so that
+// the outputs are final when the Work completes).
+Collective::Body withCopyBack(Collective::Body algorithm, CopyBacks copies) {
+  if (copies.empty()) {
+    return algorithm;
+  }
+  return [algorithm = std::move(algorithm), copies = std::move(copies)](Collective& c) mutable -> Task {
+    co_await algorithm(c);
+    for (auto& [staged, destination] : copies) {
+      destination.copy_(staged);
+    }
+  };
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> UcxBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                     const c10d::BroadcastOptions& opts) {
+  const char* op = "broadcast";
+  checkSingleTensor(op, tensors, "tensor");
+  checkRoot(op, opts.rootRank, size_);
+  TORCH_CHECK_VALUE(opts.rootTensor == 0, "ucxcoll: broadcast: root_tensor must be 0, got ", opts.rootTensor);
+  at::Tensor tensor = tensors[0];
+  at::Tensor buffer = contiguousTarget(tensor);
+  int root = static_cast<int>(opts.rootRank);
+  CopyBacks copies;
+  if (root != rank_) {
+    addCopyBack(copies, buffer, tensor);
+  }
+  Collective::Body body = [buffer, root](Collective& c) {
+    return selectBroadcast(c, buffer.data_ptr(), buffer.nbytes(), root);
+  };
+  return runCollective(c10d::OpType::BROADCAST, op, opts.timeout, opts.asyncOp, c10::IValue(tensors), tensorListType(),
+                       withCopyBack(std::move(body), std::move(copies)));
+}
+
+c10::intrusive_ptr<c10d::Work> UcxBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceOptions& opts) {
+  const char* op = "all_reduce";
+  checkSingleTensor(op, tensors, "tensor");
+  TORCH_CHECK_NOT_IMPLEMENTED(opts.reduceOp == c10d::ReduceOp::SUM,
+                              "ucxcoll: all_reduce supports ReduceOp.SUM only so far; got ReduceOp.",
+                              reduceOpName(opts.reduceOp));
+  at::Tensor tensor = tensors[0];
+  DataType type = reducibleType(op, tensor);
+  at::Tensor buffer = contiguousTarget(tensor);
+  auto count = static_cast<std::size_t>(buffer.numel());
+  CopyBacks copies;
+  addCopyBack(copies, buffer, tensor);
+  Collective::Body body = [buffer, count, type](Collective& c) {
+    return selectAllreduce(c, buffer.data_ptr(), count, type, Reduction::Sum);
+  };
+  return runCollective(c10d::OpType::ALLREDUCE, op, opts.timeout, opts.asyncOp, c10::IValue(tensors), tensorListType(),
+                       withCopyBack(std::move(body), std::move(copies)));
+}
+
+c10::intrusive_ptr<c10d::Work> UcxBackend::allgather(std::vector<std::vector<at::Tensor>>& outputTensors,
+                                                     std::vector<at::Tensor>& inputTensors,
+                                                     const c10d::AllgatherOptions& opts) {
+  const char* op = "all_gather";
+  checkSingleTensor(op, inputTensors, "input");
+  TORCH_CHECK_VALUE(outputTensors.size() == 1, "ucxcoll: all_gather takes one output list per rank, got ",
+                    outputTensors.size());
+  checkAllgatherOutputs(op, outputTensors[0], inputTensors[0], size_);
+  at::Tensor input = inputTensors[0].contiguous();
+  std::vector<at::Tensor> targets;
+  std::vector<void*> blocks;
+  CopyBacks copies;
+  for (const auto& output : outputTensors[0]) {
+    targets.push_back(contiguousTarget(output));
+    blocks.push_back(targets.back().data_ptr());
+    addCopyBack(copies, targets.back(), output);
+  }
+  c10::List<c10::List<at::Tensor>> result;
+  result.push_back(c10::List<at::Tensor>(outputTensors[0]));
+  Collective::Body body = [input, targets, blocks](Collective& c) {
+    return selectAllgather(c, input.data_ptr(), blocks, input.nbytes());
+  };
+  return runCollective(c10d::OpType::ALLGATHER, op, opts.timeout, opts.asyncOp, c10::IValue(result),
+                       c10::ListType::create(tensorListType()), withCopyBack(std::move(body), std::move(copies)));
+}
+
+c10::intrusive_ptr<c10d::Work> UcxBackend::all_gather_single(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
+                                                             const c10d::AllgatherOptions& opts) {
+  const char* op = "all_gather_into_tensor";
+  checkCpu(op, inputBuffer, "input");
+  checkAllgatherIntoTensor(op, outputBuffer, inputBuffer, size_);
+  at::Tensor input = inputBuffer.contiguous();
+  at::Tensor target = contiguousTarget(outputBuffer);
+  const std::size_t bytes = input.nbytes();
+  std::vector<void*> blocks;
+  for (int r = 0; r < size_; ++r) {
+    blocks.push_back(static_cast<std::byte*>(target.data_ptr()) + bytes * static_cast<std::size_t>(r));
+  }
+  CopyBacks copies;
+  addCopyBack(copies, target, outputBuffer);
+  Collective::Body body = [input, target, blocks, bytes](Collective& c) {
+    return selectAllgather(c, input.data_ptr(), blocks, bytes);
+  };
+  return runCollective(c10d::OpType::_ALLGATHER_BASE, op, opts.timeout, opts.asyncOp,
+                       c10::IValue(std::vector<at::Tensor>{outputBuffer}), tensorListType(),
+                       withCopyBack(std::move(body), std::move(copies)));
+}
+
+c10::intrusive_ptr<c10d::Work> UcxBackend::_allgather_base(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
+                                                           const c10d::AllgatherOptions& opts) {
+  return all_gather_single(outputBuffer, inputBuffer, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> UcxBackend::barrier(const c10d::BarrierOptions& opts) {
+  return runCollective(c10d::OpType::BARRIER, "barrier", opts.timeout, opts.asyncOp,
+                       c10::IValue(std::vector<at::Tensor>{}), tensorListType(), &selectBarrier);
+}
+
+}  // namespace ucxcoll

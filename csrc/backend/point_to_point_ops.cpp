@@ -1,0 +1,113 @@
+// Point-to-point operations of UcxBackend: send, recv and recv from any
+// rank. Each is one PointToPoint transfer, started at once (if no other
+// thread is driving the engine, on the caller's thread), so that it never
+// waits for the group's collectives or for other transfers.
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "backend/tensor_checks.hpp"
+#include "backend/ucx_backend.hpp"
+
+namespace ucxcoll {
+namespace {
+
+// A transfer that owns its tensors: the user's, and the contiguous copy it
+// sends from or receives into when the user's is not contiguous.
+class TensorTransfer final : public PointToPoint {
+ public:
+  TensorTransfer(Direction direction, std::shared_ptr<Group> group, int peer, int userTag, at::Tensor tensor,
+                 std::string name, std::chrono::milliseconds timeout)
+      : TensorTransfer(direction, std::move(group), peer, userTag, tensor,
+                       tensor.is_contiguous() ? tensor : tensor.contiguous(), std::move(name), timeout) {}
+
+  void reportTo(c10::intrusive_ptr<UcxWork> work) { work_ = std::move(work); }
+
+ protected:
+  void received() override {
+    if (!buffer_.is_same(tensor_)) {
+      tensor_.copy_(buffer_);
+    }
+    if (work_) {
+      work_->setSourceRank(sourceRank());  // before the Work completes
+    }
+  }
+
+ private:
+  TensorTransfer(Direction direction, std::shared_ptr<Group> group, int peer, int userTag, at::Tensor tensor,
+                 at::Tensor buffer, std::string name, std::chrono::milliseconds timeout)
+      : PointToPoint(direction, std::move(group), peer, static_cast<uint64_t>(userTag), buffer.data_ptr(),
+                     buffer.nbytes(), std::move(name), timeout),
+        tensor_(std::move(tensor)),
+        buffer_(std::move(buffer)) {}
+
+  at::Tensor tensor_;
+  at::Tensor buffer_;
+  c10::intrusive_ptr<UcxWork> work_;
+};
+
+c10::TypePtr tensorListType() {
+  return c10::ListType::create(c10::TensorType::get());
+}
+
+}  // namespace
+
+template <typename MakeTransfer>
+c10::intrusive_ptr<c10d::Work> UcxBackend::runTransfer(c10d::OpType opType, const char* opName, const std::string& what,
+                                                       c10::IValue result, MakeTransfer make) {
+  engine_->destroyRetired();  // before any lock: may free tensors
+  checkUsable(opName);
+  {
+    std::lock_guard<std::mutex> lock(submitMutex_);
+    TORCH_CHECK(!closed_, "ucxcoll: ", opName, " called on a process group that was shut down");
+  }
+  uint64_t number = transfers_.fetch_add(1);
+  const std::chrono::milliseconds timeout = timeout_.load();
+  std::unique_ptr<TensorTransfer> op =
+      make(describe(std::string(opName) + " #" + std::to_string(number) + what, timeout), timeout);
+  auto work = makeWork(*op, opType, opName, std::move(result), tensorListType(), number);
+  op->reportTo(work);
+  // Started right away when possible; waiting on the Work then drives.
+  [[maybe_unused]] Engine::Lease none = engine_->submit(std::move(op));
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> UcxBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+  const char* op = "send";
+  checkSingleTensor(op, tensors, "tensor");
+  checkPeer(op, dstRank, size_, "destination");
+  checkTag(op, tag);
+  at::Tensor tensor = tensors[0];
+  std::string what = " to rank " + std::to_string(dstRank) + " (tag " + std::to_string(tag) + ")";
+  return runTransfer(c10d::OpType::SEND, op, what, c10::IValue(tensors), [&](std::string name, auto timeout) {
+    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Send, group_, dstRank, tag, tensor,
+                                            std::move(name), timeout);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> UcxBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
+  const char* op = "recv";
+  checkSingleTensor(op, tensors, "tensor");
+  checkPeer(op, srcRank, size_, "source");
+  checkTag(op, tag);
+  at::Tensor tensor = tensors[0];
+  std::string what = " from rank " + std::to_string(srcRank) + " (tag " + std::to_string(tag) + ")";
+  return runTransfer(c10d::OpType::RECV, op, what, c10::IValue(tensors), [&](std::string name, auto timeout) {
+    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, group_, srcRank, tag, tensor,
+                                            std::move(name), timeout);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> UcxBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  const char* op = "recv";
+  checkSingleTensor(op, tensors, "tensor");
+  checkTag(op, tag);
+  at::Tensor tensor = tensors[0];
+  std::string what = " from any rank (tag " + std::to_string(tag) + ")";
+  return runTransfer(c10d::OpType::RECVANYSOURCE, op, what, c10::IValue(tensors), [&](std::string name, auto timeout) {
+    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, group_, PointToPoint::kAnySource, tag,
+                                            tensor, std::move(name), timeout);
+  });
+}
+
+}  // namespace ucxcoll

@@ -1,0 +1,42 @@
+#include "collectives/point_to_point.hpp"
+
+#include "transport/tag.hpp"
+
+namespace ucxcoll {
+
+PointToPoint::PointToPoint(Direction direction, std::shared_ptr<Group> group, int peer, uint64_t userTag, void* data,
+                           std::size_t bytes, std::string name, std::chrono::milliseconds timeout)
+    : Operation(Kind::PointToPoint, std::move(group), std::move(name), timeout),
+      direction_(direction),
+      peer_(peer),
+      userTag_(userTag),
+      data_(data),
+      bytes_(bytes) {}
+
+Task PointToPoint::run() {
+  Group& g = *group();
+  const auto me = static_cast<uint32_t>(g.rank());
+  if (direction_ == Direction::Send) {
+    co_await sendTagged(peer_, tag::pointToPoint(g.peerChannel(peer_), userTag_, me), data_, bytes_);
+    co_return;
+  }
+  const bool anySource = peer_ == kAnySource;
+  const uint64_t wanted = tag::pointToPoint(g.channel(), userTag_, anySource ? 0 : static_cast<uint32_t>(peer_));
+  Request& message = recvTagged(peer_, wanted, anySource ? tag::kMatchAnySender : tag::kMatchAll, data_, bytes_);
+  co_await message;
+  source_ = static_cast<int>(tag::sender(message.result().senderTag));
+  received();
+}
+
+std::string PointToPoint::peerName(const Request& request) const {
+  if (request.peer() == kAnySource && request.ended()) {
+    return "rank " + std::to_string(tag::sender(request.result().senderTag));
+  }
+  return Operation::peerName(request);
+}
+
+std::string PointToPoint::mismatchHint() const {
+  return " (a receive needs a tensor of exactly the size that was sent)";
+}
+
+}  // namespace ucxcoll

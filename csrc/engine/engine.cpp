@@ -1,0 +1,741 @@
+#include "engine/engine.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "common/config.hpp"
+#include "common/error.hpp"
+#include "common/logging.hpp"
+#include "transport/ucx_transport.hpp"
+
+namespace ucxcoll {
+namespace {
+
+// Longest single sleep: bounds how late a stop request is noticed.
+constexpr auto kMaxSleep = std::chrono::milliseconds(200);
+// How long a failed operation waits for its canceled transfers to end.
+constexpr auto kDrainBound = std::chrono::seconds(1);
+constexpr auto kExitDrainBound = std::chrono::milliseconds(200);
+// How often a busy driver checks deadlines and looks for disagreeing peers.
+constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(1);
+
+std::mutex& registryMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// The live engine, if any. Weak: groups own it, this only finds it.
+std::weak_ptr<Engine>& liveEngine() {
+  static std::weak_ptr<Engine> engine;
+  return engine;
+}
+
+void stopLiveEngineAtExit() {
+  Engine::stopLiveEngine(std::chrono::milliseconds(0));
+}
+
+// The engine this thread is driving right now, if any.
+thread_local const Engine* tDrivenHere = nullptr;
+
+int millisecondsUntil(Clock::time_point at, Clock::time_point now) {
+  if (at <= now) {
+    return 0;
+  }
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count() + 1;
+  return static_cast<int>(std::min<long long>(left, kMaxSleep.count()));
+}
+
+}  // namespace
+
+Task Engine::ControlOperation::run() {
+  action_();
+  co_return;
+}
+
+// ---- Process-wide engine --------------------------------------------------
+
+std::shared_ptr<Engine> Engine::acquire() {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  static pid_t registeredPid = 0;
+  if (registeredPid != getpid()) {
+    // First use in this process, or a forked child: a child must never use
+    // (or destroy) the UCX state it inherited, so it starts afresh.
+    liveEngine() = std::weak_ptr<Engine>();
+    registeredPid = getpid();
+    std::atexit(stopLiveEngineAtExit);
+  }
+  auto engine = liveEngine().lock();
+  if (!engine) {
+    engine = std::make_shared<Engine>(std::make_unique<UcxTransport>());
+    liveEngine() = engine;
+  }
+  return engine;
+}
+
+void Engine::stopLiveEngine(std::chrono::milliseconds grace) {
+  std::shared_ptr<Engine> engine;
+  {
+    std::lock_guard<std::mutex> lock(registryMutex());
+    engine = liveEngine().lock();
+  }
+  if (!engine || engine->ownerPid_ != getpid()) {
+    return;  // none, or a forked child's copy of the parent's
+  }
+  if (grace.count() > 0 && !engine->waitUntilIdle(grace)) {
+    UCXCOLL_WARN("exiting with collectives still pending after " << grace.count()
+                                                                 << " ms (UCXCOLL_EXIT_GRACE_MS); aborting them");
+  }
+  engine->stop();
+}
+
+// ---- Lifetime ---------------------------------------------------------------
+
+Engine::Engine(std::unique_ptr<Transport> transport, Threading threading)
+    : transport_(std::move(transport)),
+      address_(transport_->address()),
+      threading_(threading),
+      ownerPid_(getpid()),
+      channelInUse_(tag::kMaxChannel + 1, false) {
+  if (threading_ == Threading::ProgressThread) {
+    thread_ = std::thread([this] { progressThreadMain(); });
+    threadId_ = thread_.get_id();
+  }
+}
+
+Engine::~Engine() {
+  if (getpid() != ownerPid_) {
+    // Inherited through fork: the thread does not exist here and the
+    // transport's state is the parent's. Leak it rather than tear down what
+    // is not ours.
+    if (thread_.joinable()) {
+      thread_.detach();
+    }
+    [[maybe_unused]] auto* leaked = transport_.release();
+    return;
+  }
+  stop();
+  auto stillInFlight = [](const std::unique_ptr<Operation>& op) { return op->outstanding_ > 0; };
+  if (std::any_of(zombies_.begin(), zombies_.end(), stillInFlight) ||
+      std::any_of(inFlight_.begin(), inFlight_.end(), [&](const auto& entry) { return stillInFlight(entry.second); })) {
+    // A transfer the transport would not let go of (a peer that never took
+    // our message): tearing UCX down under it only makes UCX complain about
+    // requests in use. Leave the transport, and the operations whose
+    // buffers it may still touch, to the end of the process.
+    UCXCOLL_DEBUG("engine destroyed with transfers in flight; leaving its transport to process exit");
+    [[maybe_unused]] auto* transport = transport_.release();
+    for (auto& zombie : zombies_) {
+      [[maybe_unused]] auto* leaked = zombie.release();
+    }
+    for (auto& [serial, op] : inFlight_) {
+      [[maybe_unused]] auto* leaked = op.release();
+    }
+  }
+  // The transport goes first: closing it may still end transfers, whose
+  // requests live in the operations.
+  transport_.reset();
+  inFlight_.clear();
+  zombies_.clear();
+  retired_.clear();
+  submitted_.clear();
+}
+
+void Engine::stop() {
+  if (getpid() != ownerPid_) {
+    return;  // a forked child: the thread exists only in the parent
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) {
+      return;
+    }
+    stopping_ = true;
+    stopRequested_.store(true);
+  }
+  wakeProgressThread_.notify_all();
+  transport_->interrupt();
+  if (thread_.joinable() && !onProgressThread()) {
+    thread_.join();
+  } else if (threading_ == Threading::CallersOnly && tryAcquire(Driver::Caller, true)) {
+    abortAndDrain();
+    release();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopped_ = true;
+}
+
+bool Engine::waitUntilIdle(std::chrono::milliseconds bound) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return idle_.wait_for(lock, bound, [&] { return active_ == 0; });
+}
+
+// ---- The driver role ------------------------------------------------------
+
+bool Engine::tryAcquire(Driver role, bool evenIfStopped) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (driver_ != Driver::None || (stopped_ && !evenIfStopped)) {
+    return false;
+  }
+  driver_ = role;
+  tDrivenHere = this;
+  return true;
+}
+
+void Engine::release() {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    driver_ = Driver::None;
+    tDrivenHere = nullptr;
+    if ((!inFlight_.empty() || !submitted_.empty()) && threading_ == Threading::ProgressThread && !stopped_) {
+      progressThreadWanted_ = true;
+      wake = true;
+    }
+  }
+  if (wake) {
+    wakeProgressThread_.notify_one();
+  }
+}
+
+bool Engine::drivingHere() const {
+  return tDrivenHere == this;
+}
+
+void Engine::progressThreadMain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wakeProgressThread_.wait(
+        lock, [&] { return driver_ == Driver::None && (stopping_ || progressThreadWanted_ || !submitted_.empty()); });
+    driver_ = Driver::ProgressThread;
+    tDrivenHere = this;
+    progressThreadWanted_ = false;
+    const bool stopping = stopping_;
+    lock.unlock();
+    if (stopping) {
+      abortAndDrain();
+    } else {
+      drive(nullptr, Clock::time_point::max());
+    }
+    lock.lock();
+    driver_ = Driver::None;
+    tDrivenHere = nullptr;
+    if (stopping) {
+      return;
+    }
+    if (active_ == 0) {
+      idle_.notify_all();
+    }
+  }
+}
+
+// ---- Submitting and waiting -------------------------------------------------
+
+Engine::Lease Engine::submit(std::unique_ptr<Operation> operation, bool lead) {
+  Operation& op = *operation;
+  bool acquired = false;
+  bool nested = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_ && op.kind() != Operation::Kind::Control) {
+      // Nothing will ever run it; fail it here, on the caller.
+      std::exception_ptr error = std::make_exception_ptr(
+          AbortedError(op.name() + " was not run: the process is exiting (ucxcoll has shut down)"));
+      op.completion_->set(error);
+      auto callback = std::move(op.onComplete);
+      if (callback) {
+        callback(error);
+      }
+      return Lease();
+    }
+    op.serial_ = nextSerial_++;
+    submitted_.push_back(std::move(operation));
+    ++active_;
+    hasSubmissions_.store(true, std::memory_order_seq_cst);
+    if (drivingHere()) {
+      nested = true;  // e.g. a Future callback running on the driver
+    } else if (driver_ == Driver::None) {
+      driver_ = Driver::Caller;
+      tDrivenHere = this;
+      acquired = true;
+    }
+  }
+  if (nested) {
+    return lead ? Lease(this, true) : Lease();
+  }
+  if (!acquired) {
+    if (driverSleeping_.load(std::memory_order_seq_cst)) {
+      transport_->interrupt();
+    }
+    return Lease();
+  }
+  ++depth_;
+  takeSubmissions();
+  --depth_;
+  if (lead) {
+    return Lease(this, false);
+  }
+  release();
+  destroyRetired();
+  return Lease();
+}
+
+Engine::Lease::~Lease() {
+  if (engine_ != nullptr && !nested_) {
+    engine_->release();
+    engine_->destroyRetired();
+  }
+}
+
+void Engine::Lease::driveUntil(const Completion& completion) {
+  engine_->drive(&completion.flag(), Clock::time_point::max());
+}
+
+bool Engine::wait(const Completion& completion, Clock::time_point until) {
+  for (;;) {
+    if (completion.done()) {
+      return true;
+    }
+    auto now = Clock::now();
+    if (now >= until) {
+      return false;
+    }
+    if (drivingHere()) {
+      drive(&completion.flag(), until);
+      continue;
+    }
+    if (tryAcquire(Driver::Caller)) {
+      drive(&completion.flag(), until);
+      release();
+      destroyRetired();
+      continue;
+    }
+    // Another thread drives and completes it. Wake now and then anyway: it
+    // may let go of the driver role with our operation still in flight.
+    completion.sleepUntil(std::min(until, now + std::chrono::milliseconds(100)));
+  }
+}
+
+bool Engine::pollOnce() {
+  if (!tryAcquire(Driver::Caller, true)) {
+    return false;
+  }
+  ++depth_;
+  bool worked = step();
+  housekeeping(Clock::now());
+  worked = step() || worked;
+  --depth_;
+  release();
+  destroyRetired();
+  return worked;
+}
+
+void Engine::destroyRetired() {
+  if (!hasRetired_.load(std::memory_order_acquire) || onProgressThread() || drivingHere()) {
+    return;
+  }
+  std::vector<std::unique_ptr<Operation>> finished;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished.swap(retired_);
+    hasRetired_.store(false, std::memory_order_relaxed);
+  }
+  // `finished` is destroyed here, on the caller's thread, outside the lock.
+}
+
+// ---- The driver loop ----------------------------------------------------------
+
+void Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
+  ++depth_;
+  const auto spin = std::chrono::microseconds(config().spinMicroseconds);
+  auto spinUntil = Clock::now() + spin;
+  for (;;) {
+    if (stopRequested_.load(std::memory_order_relaxed) && !exitDrain_) {
+      break;  // whoever stops the engine aborts what is in flight
+    }
+    bool worked = step();
+    if (until != nullptr ? until->load(std::memory_order_acquire)
+                         : (inFlight_.empty() && !hasSubmissions_.load(std::memory_order_acquire))) {
+      break;
+    }
+    auto now = Clock::now();
+    if (now >= nextHousekeeping_) {
+      housekeeping(now);
+    }
+    if (now >= limit) {
+      break;
+    }
+    if (worked) {
+      spinUntil = now + spin;
+      continue;
+    }
+    if (now < spinUntil) {
+      continue;
+    }
+    housekeeping(now);  // before sleeping: deadlines, disagreeing peers
+    if (!ready_.empty() || !attention_.empty()) {
+      continue;
+    }
+    sleep(until, limit);
+    spinUntil = Clock::now() + spin;
+  }
+  --depth_;
+}
+
+void Engine::abortAndDrain() {
+  exitDrain_ = true;
+  abortAll("the process is exiting");
+  drive(nullptr, Clock::now() + kExitDrainBound);
+  exitDrain_ = false;
+}
+
+bool Engine::step() {
+  bool worked = false;
+  if (hasSubmissions_.load(std::memory_order_acquire)) {
+    takeSubmissions();
+    worked = true;
+  }
+  worked = transport_->progress() > 0 || worked;
+  while (!ready_.empty() || !attention_.empty()) {
+    worked = true;
+    if (!ready_.empty()) {
+      Operation* op = ready_.front();
+      ready_.pop_front();
+      if (!op->completed_ && !op->failure_ && op->waiter_) {
+        auto handle = std::exchange(op->waiter_, {});
+        op->waitingFor_ = nullptr;
+        resume(*op, handle);
+      }
+    } else {
+      Operation* op = attention_.front();
+      attention_.pop_front();
+      review(*op);
+    }
+  }
+  return worked;
+}
+
+void Engine::sleep(const std::atomic<bool>* until, Clock::time_point limit) {
+  auto now = Clock::now();
+  Clock::time_point wakeAt = std::min(limit, now + kMaxSleep);
+  if (!deadlines_.empty()) {
+    wakeAt = std::min(wakeAt, deadlines_.top().at);
+  }
+  driverSleeping_.store(true, std::memory_order_seq_cst);
+  if (!hasSubmissions_.load(std::memory_order_seq_cst) && (exitDrain_ || !stopRequested_.load()) &&
+      !(until != nullptr && until->load())) {
+    transport_->waitForActivity(millisecondsUntil(wakeAt, now));
+  }
+  driverSleeping_.store(false, std::memory_order_relaxed);
+}
+
+void Engine::takeSubmissions() {
+  std::deque<std::unique_ptr<Operation>> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch.swap(submitted_);
+    hasSubmissions_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& owned : batch) {
+    Operation& op = *owned;
+    op.engine_ = this;
+    inFlight_.emplace(op.serial_, std::move(owned));
+    Group* group = op.group();
+    if (group != nullptr && group->closed_) {
+      failOperation(op, std::make_exception_ptr(
+                            AbortedError(op.name() + " was not run: the process group was shut down or aborted")));
+      continue;
+    }
+    switch (op.kind()) {
+      case Operation::Kind::Collective:
+        group->waiting_.push_back(&op);
+        startWaitingCollectives(*group);
+        break;
+      case Operation::Kind::PointToPoint:
+        group->transfers_.insert(&op);
+        start(op);
+        break;
+      case Operation::Kind::Control:
+        start(op);
+        break;
+    }
+  }
+}
+
+void Engine::startWaitingCollectives(Group& group) {
+  while (group.running_ == nullptr && !group.waiting_.empty()) {
+    Operation& op = *group.waiting_.front();
+    group.waiting_.pop_front();
+    if (group.failed() && !op.runsOnFailedGroup_) {
+      failOperation(op, std::make_exception_ptr(
+                            Error(op.name() + " was not run: this process group failed earlier: " + group.failure())));
+      continue;
+    }
+    group.running_ = &op;
+    runningCollectives_.push_back(&op);
+    start(op);
+  }
+}
+
+void Engine::start(Operation& op) {
+  op.started_ = true;
+  op.deadline_ = Deadline::after(op.timeout_);
+  if (!op.deadline_.infinite()) {
+    deadlines_.push({op.deadline_.at(), op.serial_});
+  }
+  try {
+    op.task_ = op.run();
+  } catch (...) {
+    op.fail(std::current_exception());
+    review(op);
+    return;
+  }
+  resume(op, op.task_.handle());
+}
+
+void Engine::resume(Operation& op, std::coroutine_handle<> handle) {
+  handle.resume();
+  review(op);
+}
+
+void Engine::review(Operation& op) {
+  if (op.completed_) {
+    // A zombie whose last transfer ended: it can go now.
+    if (op.outstanding_ == 0) {
+      auto found = std::find_if(zombies_.begin(), zombies_.end(), [&](const auto& z) { return z.get() == &op; });
+      if (found != zombies_.end()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        retired_.push_back(std::move(*found));
+        zombies_.erase(found);
+        hasRetired_.store(true, std::memory_order_release);
+      }
+    }
+    return;
+  }
+  if (!op.started_) {
+    return;
+  }
+  const bool bodyDone = op.task_.valid() && op.task_.done();
+  if (!op.failure_ && bodyDone && op.task_.error()) {
+    op.failure_ = op.task_.error();
+  }
+  if (op.failure_) {
+    if (!op.cancelIssued_) {
+      op.cancelIssued_ = true;
+      // Canceling may end requests right here; their reviews are queued.
+      for (auto& request : op.requests_) {
+        if (!request.ended()) {
+          transport_->cancel(request);
+        }
+      }
+      op.drainUntil_ = Clock::now() + (stopRequested_.load() ? kExitDrainBound : kDrainBound);
+      if (op.outstanding_ > 0) {
+        deadlines_.push({op.drainUntil_, op.serial_});
+      }
+    }
+    if (op.outstanding_ == 0 || Clock::now() >= op.drainUntil_) {
+      complete(op);
+    }
+    return;
+  }
+  if (bodyDone && op.outstanding_ == 0) {
+    complete(op);
+  }
+}
+
+void Engine::failOperation(Operation& op, std::exception_ptr error) {
+  op.fail(std::move(error));
+  if (!op.started_) {
+    complete(op);
+  } else {
+    review(op);
+  }
+}
+
+void Engine::complete(Operation& op) {
+  op.completed_ = true;
+  auto owned = inFlight_.extract(op.serial_);
+  Group* group = op.group();
+  if (group != nullptr) {
+    if (group->running_ == &op) {
+      group->running_ = nullptr;
+      std::erase(runningCollectives_, &op);
+      if (op.failure_) {
+        try {
+          std::rethrow_exception(op.failure_);
+        } catch (const AbortedError&) {
+          // Aborting (shutdown, exit) is not the group's failure.
+        } catch (const std::exception& error) {
+          // Timeouts, mismatches and transport failures leave peers in an
+          // unknown state: fail the group from now on, with this cause.
+          group->setFailure(error.what());
+        }
+      }
+    }
+    group->transfers_.erase(&op);
+  }
+  std::exception_ptr error = op.failure_;
+  auto callback = std::move(op.onComplete);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!owned.empty()) {
+      if (op.outstanding_ == 0) {
+        retired_.push_back(std::move(owned.mapped()));
+        hasRetired_.store(true, std::memory_order_release);
+      } else {
+        zombies_.push_back(std::move(owned.mapped()));
+      }
+    }
+    if (--active_ == 0) {
+      idle_.notify_all();
+    }
+  }
+  op.completion_->set(error);
+  // Next in line of the group, before running user code.
+  if (group != nullptr) {
+    startWaitingCollectives(*group);
+  }
+  if (callback) {
+    callback(error);
+  }
+}
+
+void Engine::housekeeping(Clock::time_point now) {
+  nextHousekeeping_ = now + kHousekeepingPeriod;
+  while (!deadlines_.empty() && deadlines_.top().at <= now) {
+    uint64_t serial = deadlines_.top().serial;
+    deadlines_.pop();
+    auto found = inFlight_.find(serial);
+    if (found == inFlight_.end()) {
+      continue;
+    }
+    Operation& op = *found->second;
+    if (!op.failure_) {
+      op.fail(std::make_exception_ptr(TimeoutError(op.name() + " timed out: " + op.describeMissingPeers())));
+    }
+    review(op);
+  }
+  // A collective waiting on peers may be waiting for messages that will
+  // never come because a peer runs another collective under its number.
+  std::vector<Operation*> waiting;
+  for (Operation* op : runningCollectives_) {
+    if (op->waiter_ && !op->failure_) {
+      waiting.push_back(op);
+    }
+  }
+  for (Operation* op : waiting) {
+    if (auto disagreement = op->checkForDisagreement(*transport_)) {
+      op->fail(disagreement);
+      review(*op);
+    }
+  }
+}
+
+void Engine::abortAll(const std::string& why) {
+  std::vector<Operation*> all;
+  takeSubmissions();
+  for (auto& [serial, op] : inFlight_) {
+    all.push_back(op.get());
+  }
+  for (Operation* op : all) {
+    if (!op->completed_) {
+      failOperation(*op, std::make_exception_ptr(AbortedError(op->name() + " was aborted: " + why)));
+    }
+  }
+}
+
+// ---- Groups ---------------------------------------------------------------------
+
+uint32_t Engine::openChannel() {
+  return runOnDriver([this]() -> uint32_t {
+    for (uint32_t tried = 0; tried < tag::kMaxChannel; ++tried) {
+      uint32_t channel = nextChannel_;
+      nextChannel_ = nextChannel_ == tag::kMaxChannel ? 1 : nextChannel_ + 1;
+      if (!channelInUse_[channel]) {
+        channelInUse_[channel] = true;
+        // Messages an earlier group with this number never received.
+        std::size_t dropped = transport_->discard(uint64_t{channel} << tag::kChannelShift,
+                                                  tag::kChannelFieldsMask & ~(uint64_t{3} << tag::kKindShift));
+        if (dropped > 0) {
+          UCXCOLL_DEBUG("channel " << channel << ": dropped " << dropped << " stale message(s) of an earlier group");
+        }
+        return channel;
+      }
+    }
+    throw Error("more than " + std::to_string(tag::kMaxChannel) +
+                " process groups are alive in this process; destroy some (dist.destroy_process_group(group))");
+  });
+}
+
+void Engine::releaseChannel(uint32_t channel) {
+  runOnDriver([this, channel] { channelInUse_.at(channel) = false; });
+}
+
+std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size, uint32_t channel,
+                                           const std::vector<std::vector<uint8_t>>& addresses,
+                                           std::vector<uint32_t> peerChannels) {
+  std::vector<PeerHandle> peers = runOnDriver([&] {
+    std::vector<PeerHandle> connected;
+    for (const auto& address : addresses) {
+      connected.push_back(transport_->connect(address));
+    }
+    return connected;
+  });
+  return std::make_shared<Group>(std::move(name), rank, size, channel, std::move(peers), std::move(peerChannels));
+}
+
+void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
+  // A collective-queue entry, so that it runs after the collectives
+  // submitted before it.
+  class CloseGroup final : public Operation {
+   public:
+    CloseGroup(Engine& engine, std::shared_ptr<Group> group)
+        : Operation(Kind::Collective, group, "closing group \"" + group->name() + "\"", std::chrono::milliseconds(0)),
+          owner_(engine) {
+      runsOnFailedGroup_ = true;
+    }
+
+   protected:
+    Task run() override {
+      Group& group = *this->group();
+      group.closed_ = true;
+      std::vector<Operation*> transfers(group.transfers_.begin(), group.transfers_.end());
+      for (Operation* transfer : transfers) {
+        owner_.failOperation(
+            *transfer,
+            std::make_exception_ptr(AbortedError(transfer->name() + " was aborted: the process group was shut down")));
+      }
+      owner_.channelInUse_.at(group.channel()) = false;
+      co_return;
+    }
+
+   private:
+    Engine& owner_;
+  };
+  auto op = std::make_unique<CloseGroup>(*this, group);
+  auto completion = op->sharedCompletion();
+  const bool waitHere = wait && !drivingHere();
+  if (Lease lease = submit(std::move(op), waitHere)) {
+    lease.driveUntil(*completion);
+  }
+  if (waitHere) {
+    this->wait(*completion);
+  }
+}
+
+void Engine::abortGroup(const std::shared_ptr<Group>& group, const std::string& reason) {
+  runOnDriver([&] {
+    std::vector<Operation*> victims(group->waiting_.begin(), group->waiting_.end());
+    group->waiting_.clear();
+    if (group->running_ != nullptr) {
+      victims.push_back(group->running_);
+    }
+    victims.insert(victims.end(), group->transfers_.begin(), group->transfers_.end());
+    for (Operation* op : victims) {
+      failOperation(*op, std::make_exception_ptr(AbortedError(op->name() + " was aborted: " + reason)));
+    }
+  });
+  closeGroup(group, false);
+}
+
+}  // namespace ucxcoll

@@ -1,0 +1,266 @@
+#pragma once
+// The progress engine: one per process (one per simulated process in unit
+// tests), shared by every group. It owns the transport and every operation
+// in flight, and advances them all from one thread at a time, the
+// "driver":
+//
+//  - the engine's own progress thread, which drives whenever operations are
+//    in flight and nobody else does, and sleeps on a condition variable
+//    when there are none;
+//  - or a caller: a synchronous collective submitted while no thread drives
+//    runs right on the submitting thread (saving two thread hand-offs, which
+//    dominate small collectives), and a thread waiting for an operation
+//    drives while it waits if nobody else does. Such a caller advances every
+//    operation in flight, not only its own, so it never holds others up.
+//
+// The driver loop: start submitted operations, progress the transport (which
+// ends requests), resume the coroutines whose awaited requests ended,
+// complete finished operations, fail those past their deadline (one heap of
+// deadlines for all), look for peers running a different collective, and
+// when nothing moves for UCXCOLL_SPIN_US, sleep on the transport until a
+// message, a submission or the next deadline.
+//
+// Ordering: the collectives of one group start one at a time, in the order
+// they were submitted (as NCCL does on one communicator); collectives of
+// other groups and point-to-point transfers proceed independently.
+//
+// Completion callbacks (onComplete: a Work's Future callbacks) run on the
+// driver thread. They may submit operations and even wait for them: waiting
+// on the driver thread drives the engine (nested) instead of blocking it.
+//
+// Finished operations are not destroyed by the progress thread: one may
+// hold the last reference to tensors that Python owns, and dropping that
+// takes the GIL. While the interpreter shuts down, CPython ends any other
+// thread that asks for it with pthread_exit, whose unwinding through a
+// destructor aborts the process. So finished operations are retired, and
+// callers destroy them (destroyRetired) on their next call.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/deadline.hpp"
+#include "engine/group.hpp"
+#include "engine/operation.hpp"
+#include "transport/transport.hpp"
+
+namespace ucxcoll {
+
+class Engine {
+ public:
+  enum class Threading {
+    ProgressThread,  // the normal mode
+    CallersOnly,     // no progress thread: callers drive (wait, pollOnce); for deterministic tests
+  };
+
+  explicit Engine(std::unique_ptr<Transport> transport, Threading threading = Threading::ProgressThread);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The engine of this process over UCX, created on first use. Groups hold
+  // the returned pointer; it shuts down when the last group lets go.
+  static std::shared_ptr<Engine> acquire();
+
+  const std::vector<uint8_t>& address() const { return address_; }
+
+  // ---- Groups -------------------------------------------------------------
+  // A channel number for a new group (see tag.hpp): unique among this
+  // process's live groups. Messages left over from an earlier group with
+  // the same number are dropped.
+  uint32_t openChannel();
+  void releaseChannel(uint32_t channel);
+  // Connect to the group's ranks; `addresses` and `peerChannels` are
+  // indexed by group rank.
+  std::shared_ptr<Group> createGroup(std::string name, int rank, int size, uint32_t channel,
+                                     const std::vector<std::vector<uint8_t>>& addresses,
+                                     std::vector<uint32_t> peerChannels);
+  // After the collectives submitted before it: end the group's pending
+  // point-to-point transfers (AbortedError), refuse new operations and
+  // release its channel. With `wait`, returns once done.
+  void closeGroup(const std::shared_ptr<Group>& group, bool wait);
+  // Fail every operation of the group, queued or running, with
+  // AbortedError(reason), then close it.
+  void abortGroup(const std::shared_ptr<Group>& group, const std::string& reason);
+
+  // ---- Operations ---------------------------------------------------------
+  // The driver role, held by a caller between submit(..., lead) and the end
+  // of the Lease; drive() runs the engine on the caller's thread.
+  class [[nodiscard]] Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept : engine_(std::exchange(other.engine_, nullptr)), nested_(other.nested_) {}
+    Lease& operator=(Lease&&) = delete;
+    ~Lease();
+    explicit operator bool() const { return engine_ != nullptr; }
+    // Drive until `completion` is set.
+    void driveUntil(const Completion& completion);
+
+   private:
+    friend class Engine;
+    Lease(Engine* engine, bool nested) : engine_(engine), nested_(nested) {}
+    Engine* engine_ = nullptr;
+    bool nested_ = false;
+  };
+
+  // Hand over an operation. If no thread drives, the caller starts it right
+  // here (its first messages go out at once). With `lead`, the caller then
+  // keeps the driver role in the returned Lease (empty if another thread
+  // drives), so that it can drive until the operation completes after
+  // releasing its own locks; without, it lets go at once.
+  Lease submit(std::unique_ptr<Operation> operation, bool lead = false);
+  // Wait until `completion` is set or `until` passes (false then), driving
+  // the engine meanwhile whenever no other thread does.
+  bool wait(const Completion& completion, Clock::time_point until = Clock::time_point::max());
+  // Run `action` on the driver and return its result.
+  template <typename Fn>
+  auto runOnDriver(Fn action) -> decltype(action());
+
+  // Destroy retired operations. Callers only (a no-op on the progress
+  // thread); call it holding none of your own locks.
+  void destroyRetired();
+
+  // CallersOnly mode: one pass of the driver loop, without sleeping; true
+  // if anything happened. Returns false at once if another thread drives.
+  bool pollOnce();
+
+  // ---- Process exit -------------------------------------------------------
+  // Wait until no operation is in flight, at most `bound`; true if so.
+  bool waitUntilIdle(std::chrono::milliseconds bound);
+  // Fail everything in flight with AbortedError ("the process is exiting")
+  // and stop the progress thread. Later operations fail at once; group
+  // setup and teardown then run on the caller.
+  void stop();
+  // stop() on this process's engine, if there is one, after giving its
+  // operations up to `grace` to finish. Runs from Python's atexit, before
+  // the interpreter finalizes, and again from the C atexit handler.
+  static void stopLiveEngine(std::chrono::milliseconds grace);
+
+  bool onProgressThread() const { return std::this_thread::get_id() == threadId_; }
+  // Whether the calling thread is driving this engine right now (e.g. it
+  // runs a completion callback).
+  bool drivingHere() const;
+
+ private:
+  enum class Driver { None, ProgressThread, Caller };
+
+  struct DeadlineEntry {
+    Clock::time_point at;
+    uint64_t serial;
+    bool operator>(const DeadlineEntry& other) const { return at > other.at; }
+  };
+
+  class ControlOperation;
+
+  void progressThreadMain();
+  bool tryAcquire(Driver role, bool evenIfStopped = false);
+  void release();
+  // Drive until `*until` is set or `limit` passes; with until == nullptr,
+  // until nothing is in flight.
+  void drive(const std::atomic<bool>* until, Clock::time_point limit);
+  bool step();  // one pass; true if anything happened
+  void sleep(const std::atomic<bool>* until, Clock::time_point limit);
+
+  void takeSubmissions();
+  void start(Operation& op);
+  void startWaitingCollectives(Group& group);
+  void resume(Operation& op, std::coroutine_handle<> handle);
+  void review(Operation& op);
+  void complete(Operation& op);
+  void housekeeping(Clock::time_point now);
+  void abortAll(const std::string& why);
+  void abortAndDrain();
+  void failOperation(Operation& op, std::exception_ptr error);
+
+  // Called by operations (driver thread).
+  friend class Operation;
+  void schedule(Operation& op) { ready_.push_back(&op); }
+  void needsReview(Operation& op) { attention_.push_back(&op); }
+
+  std::unique_ptr<Transport> transport_;
+  std::vector<uint8_t> address_;
+  const Threading threading_;
+  const pid_t ownerPid_;
+
+  // Guarded by mutex_.
+  std::mutex mutex_;
+  std::condition_variable wakeProgressThread_;
+  std::condition_variable idle_;
+  std::deque<std::unique_ptr<Operation>> submitted_;
+  std::vector<std::unique_ptr<Operation>> retired_;
+  Driver driver_ = Driver::None;
+  bool progressThreadWanted_ = false;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  std::size_t active_ = 0;  // submitted, not completed
+  uint64_t nextSerial_ = 1;
+
+  std::atomic<bool> hasSubmissions_{false};
+  std::atomic<bool> hasRetired_{false};
+  std::atomic<bool> driverSleeping_{false};
+  std::atomic<bool> stopRequested_{false};
+
+  // Driver-only.
+  std::unordered_map<uint64_t, std::unique_ptr<Operation>> inFlight_;
+  std::vector<std::unique_ptr<Operation>> zombies_;
+  std::deque<Operation*> ready_;
+  std::deque<Operation*> attention_;
+  std::vector<Operation*> runningCollectives_;
+  std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
+  Clock::time_point nextHousekeeping_{};
+  std::vector<bool> channelInUse_;
+  uint32_t nextChannel_ = 1;
+  int depth_ = 0;           // nesting of drive() on the driver thread
+  bool exitDrain_ = false;  // draining aborted operations at exit
+
+  std::thread thread_;
+  std::thread::id threadId_;
+};
+
+// An operation that runs one function on the driver (group setup steps).
+class Engine::ControlOperation final : public Operation {
+ public:
+  explicit ControlOperation(std::function<void()> action)
+      : Operation(Kind::Control, nullptr, "ucxcoll internal step", std::chrono::milliseconds(0)),
+        action_(std::move(action)) {}
+
+ protected:
+  Task run() override;
+
+ private:
+  std::function<void()> action_;
+};
+
+template <typename Fn>
+auto Engine::runOnDriver(Fn action) -> decltype(action()) {
+  using Result = decltype(action());
+  if constexpr (std::is_void_v<Result>) {
+    auto op = std::make_unique<ControlOperation>(std::move(action));
+    auto completion = op->sharedCompletion();
+    if (Lease lease = submit(std::move(op), true)) {
+      lease.driveUntil(*completion);
+    }
+    wait(*completion);
+    if (auto error = completion->error()) {
+      std::rethrow_exception(error);
+    }
+  } else {
+    std::optional<Result> result;
+    runOnDriver([&] { result.emplace(action()); });
+    return std::move(*result);
+  }
+}
+
+}  // namespace ucxcoll

@@ -1,0 +1,28 @@
+#include "engine/group.hpp"
+
+namespace ucxcoll {
+
+Group::Group(std::string name, int rank, int size, uint32_t channel, std::vector<PeerHandle> peers,
+             std::vector<uint32_t> peerChannels)
+    : name_(std::move(name)),
+      rank_(rank),
+      size_(size),
+      channel_(channel),
+      peers_(std::move(peers)),
+      peerChannels_(std::move(peerChannels)),
+      layout_(static_cast<uint32_t>(size)) {}
+
+std::string Group::failure() const {
+  std::lock_guard<std::mutex> lock(failureMutex_);
+  return failure_;
+}
+
+void Group::setFailure(const std::string& cause) {
+  std::lock_guard<std::mutex> lock(failureMutex_);
+  if (failure_.empty()) {
+    failure_ = cause;
+    failed_.store(true, std::memory_order_release);
+  }
+}
+
+}  // namespace ucxcoll

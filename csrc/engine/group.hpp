@@ -1,0 +1,70 @@
+#pragma once
+// A process group as the engine sees it: who the ranks are, how to reach
+// them, the tag channels (this process's and each peer's), the collectives
+// waiting for their turn, and the first failure that broke the group.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "transport/tag.hpp"
+#include "transport/transport.hpp"
+
+namespace ucxcoll {
+
+class Operation;
+
+class Group {
+ public:
+  // `peers[r]` reaches group rank r (this rank included); `peerChannels[r]`
+  // is rank r's channel for this group, `channel` this process's.
+  Group(std::string name, int rank, int size, uint32_t channel, std::vector<PeerHandle> peers,
+        std::vector<uint32_t> peerChannels);
+
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  uint32_t channel() const { return channel_; }
+  uint32_t peerChannel(int rank) const { return peerChannels_[static_cast<std::size_t>(rank)]; }
+  PeerHandle peer(int rank) const { return peers_[static_cast<std::size_t>(rank)]; }
+  const tag::CollectiveLayout& layout() const { return layout_; }
+
+  // Collective sequence numbers, in issue order. The caller makes "take a
+  // number, submit" atomic with respect to other submitters of the group.
+  uint64_t takeSequence() { return issued_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t issued() const { return issued_.load(std::memory_order_relaxed); }
+
+  // The first error that broke the group; empty while it is healthy.
+  // Later collectives fail fast with it.
+  std::string failure() const;
+  void setFailure(const std::string& cause);  // keeps the first one
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+ private:
+  friend class Engine;
+
+  std::string name_;
+  int rank_;
+  int size_;
+  uint32_t channel_;
+  std::vector<PeerHandle> peers_;
+  std::vector<uint32_t> peerChannels_;
+  tag::CollectiveLayout layout_;
+  std::atomic<uint64_t> issued_{0};
+
+  mutable std::mutex failureMutex_;
+  std::string failure_;
+  std::atomic<bool> failed_{false};
+
+  // Driver-only: collectives start one at a time, in issue order.
+  std::deque<Operation*> waiting_;
+  Operation* running_ = nullptr;
+  std::unordered_set<Operation*> transfers_;  // point-to-point in flight
+  bool closed_ = false;
+};
+
+}  // namespace ucxcoll

@@ -1,0 +1,138 @@
+#include "engine/operation.hpp"
+
+#include <sstream>
+#include <vector>
+
+#include "common/error.hpp"
+#include "engine/engine.hpp"
+#include "engine/group.hpp"
+
+namespace ucxcoll {
+
+void Request::transferDone(const TransferResult& result) {
+  ended_ = true;
+  result_ = result;
+  owner_.requestEnded(*this);
+}
+
+bool Request::Awaiter::await_ready() const noexcept {
+  return request.ended_ && !request.owner_.failure_;
+}
+
+void Request::Awaiter::await_suspend(std::coroutine_handle<> waiter) const noexcept {
+  request.owner_.waiter_ = waiter;
+  request.owner_.waitingFor_ = &request;
+}
+
+bool Operation::AllAwaiter::await_ready() const noexcept {
+  return op.outstanding_ == 0 && !op.failure_;
+}
+
+void Operation::AllAwaiter::await_suspend(std::coroutine_handle<> waiter) noexcept {
+  op.waiter_ = waiter;
+  op.waitingFor_ = nullptr;
+}
+
+Operation::Operation(Kind kind, std::shared_ptr<Group> group, std::string name, std::chrono::milliseconds timeout)
+    : kind_(kind), group_(std::move(group)), name_(std::move(name)), timeout_(timeout) {}
+
+Operation::~Operation() = default;
+
+Request& Operation::sendTagged(int peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode) {
+  Request& request = requests_.emplace_back(*this, peer, bytes, false);
+  ++outstanding_;
+  engine_->transport_->send(group_->peer(peer), tag, data, bytes, mode, request);
+  return request;
+}
+
+Request& Operation::recvTagged(int peer, uint64_t tag, uint64_t mask, void* data, std::size_t bytes) {
+  Request& request = requests_.emplace_back(*this, peer, bytes, true);
+  ++outstanding_;
+  engine_->transport_->recv(tag, mask, data, bytes, request);
+  return request;
+}
+
+void Operation::requestEnded(Request& request) {
+  --outstanding_;
+  const TransferResult& result = request.result();
+  std::string peer = peerName(request);
+  if (request.isReceive() && result.status == TransferStatus::Ok && result.length != request.bytes()) {
+    fail(std::make_exception_ptr(MismatchError(name_ + ": " + peer + " sent " + std::to_string(result.length) +
+                                               " bytes where " + std::to_string(request.bytes()) + " were expected" +
+                                               mismatchHint())));
+  } else if (result.status == TransferStatus::Truncated) {
+    std::string size = result.length > request.bytes() ? std::to_string(result.length) + " bytes"
+                                                       : "more than " + std::to_string(request.bytes()) + " bytes";
+    fail(std::make_exception_ptr(MismatchError(name_ + ": " + peer + " sent " + size + " where " +
+                                               std::to_string(request.bytes()) + " were expected" + mismatchHint())));
+  } else if (result.status == TransferStatus::Failed) {
+    fail(std::make_exception_ptr(Error(name_ + ": " + (request.isReceive() ? "receive from " : "send to ") + peer +
+                                       " failed: " + result.detail)));
+  } else if (result.status == TransferStatus::Canceled && !failure_) {
+    fail(std::make_exception_ptr(AbortedError(name_ + ": a transfer with " + peer + " was canceled")));
+  }
+  if (failure_ || (started_ && !waiter_ && task_.valid() && task_.done())) {
+    if (failure_ || outstanding_ == 0) {
+      engine_->needsReview(*this);
+    }
+    return;
+  }
+  if (waiter_ && (waitingFor_ == &request || (waitingFor_ == nullptr && outstanding_ == 0))) {
+    engine_->schedule(*this);
+  }
+}
+
+std::string Operation::peerName(const Request& request) const {
+  return request.peer() >= 0 ? "rank " + std::to_string(request.peer()) : "a rank";
+}
+
+void Operation::fail(std::exception_ptr error) {
+  if (!failure_) {
+    failure_ = std::move(error);
+    if (engine_ != nullptr) {
+      engine_->needsReview(*this);
+    }
+  }
+}
+
+std::string Operation::describeMissingPeers() const {
+  std::vector<int> receives;
+  std::vector<int> sends;
+  bool anySource = false;
+  for (const auto& request : requests_) {
+    if (request.ended()) {
+      continue;
+    }
+    if (request.peer() < 0) {
+      anySource = true;
+      continue;
+    }
+    auto& list = request.isReceive() ? receives : sends;
+    if (std::find(list.begin(), list.end(), request.peer()) == list.end()) {
+      list.push_back(request.peer());
+    }
+  }
+  auto join = [](const std::vector<int>& ranks) {
+    std::ostringstream out;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      out << (i ? ", " : "") << ranks[i];
+    }
+    return out.str();
+  };
+  std::ostringstream out;
+  if (!receives.empty()) {
+    out << "no data from rank(s) [" << join(receives) << "]";
+  }
+  if (anySource) {
+    out << (out.tellp() > 0 ? "; " : "") << "no message from any rank";
+  }
+  if (!sends.empty()) {
+    out << (out.tellp() > 0 ? "; " : "") << "rank(s) [" << join(sends) << "] did not take our data";
+  }
+  if (out.tellp() == 0) {
+    out << "it was still waiting for its turn behind earlier operations";
+  }
+  return out.str();
+}
+
+}  // namespace ucxcoll

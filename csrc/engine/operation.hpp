@@ -1,0 +1,160 @@
+#pragma once
+// One operation the engine runs: a collective, a point-to-point transfer or
+// an internal step, written as a coroutine (run()) that posts sends and
+// receives and co_awaits them. The engine starts it, resumes it whenever
+// what it waits for has ended, enforces its deadline, and completes it once
+// the body has returned and every message it posted has ended.
+//
+// Lifetime and ownership: the engine owns every operation from submit()
+// until it is retired; an operation owns its coroutine frame and its
+// Requests. Buffers handed to send()/recv() must stay valid until the
+// operation completes (the operation itself usually owns them, e.g. through
+// the tensors its subclass holds). A failed operation cancels what it
+// posted and completes once that has drained; a transfer that will not
+// drain (a peer gone mid-rendezvous) keeps the operation, buffers and all,
+// alive as a "zombie" until the transport lets go, so that no late write
+// can land in freed memory.
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/deadline.hpp"
+#include "engine/completion.hpp"
+#include "engine/task.hpp"
+#include "transport/transport.hpp"
+
+namespace ucxcoll {
+
+class Engine;
+class Group;
+class Operation;
+
+// One send or receive of an operation.
+class Request final : public Transfer {
+ public:
+  Request(Operation& owner, int peer, std::size_t bytes, bool isReceive)
+      : owner_(owner), peer_(peer), bytes_(bytes), isReceive_(isReceive) {}
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  int peer() const { return peer_; }  // group rank; -1: a receive from any rank
+  std::size_t bytes() const { return bytes_; }
+  bool isReceive() const { return isReceive_; }
+  bool ended() const { return ended_; }
+  // Once ended(): what the transport reported (length, sender's tag, ...).
+  const TransferResult& result() const { return result_; }
+
+  void transferDone(const TransferResult& result) override;
+
+  // co_await request: resumes once this request has ended. (A separate
+  // awaiter that points at the request: GCC 12 copies an awaiter returned
+  // by reference.)
+  struct Awaiter {
+    Request& request;
+    bool await_ready() const noexcept;
+    void await_suspend(std::coroutine_handle<> waiter) const noexcept;
+    void await_resume() const noexcept {}
+  };
+  Awaiter operator co_await() noexcept { return Awaiter{*this}; }
+
+ private:
+  Operation& owner_;
+  int peer_;
+  std::size_t bytes_;
+  bool isReceive_;
+  bool ended_ = false;
+  TransferResult result_;
+};
+
+class Operation {
+ public:
+  enum class Kind { Collective, PointToPoint, Control };
+
+  Operation(Kind kind, std::shared_ptr<Group> group, std::string name, std::chrono::milliseconds timeout);
+  virtual ~Operation();
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  Kind kind() const { return kind_; }
+  Group* group() const { return group_.get(); }
+  // Names the operation in errors, e.g. `all_reduce #3 on group "0" (rank 1 of 2, timeout 30000 ms)`.
+  const std::string& name() const { return name_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Set once the operation has completed; waiters use it (Engine::wait).
+  Completion& completion() { return *completion_; }
+  std::shared_ptr<Completion> sharedCompletion() const { return completion_; }
+
+  // Called on the driver thread when the operation completes (after
+  // completion() is set), with its error or null. Runs user code (a Work's
+  // Future callbacks); it may submit new operations.
+  std::function<void(std::exception_ptr)> onComplete;
+
+  // ---- For the body: messages by raw tag. `peer` is a group rank. --------
+  Request& sendTagged(int peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode = SendMode::Standard);
+  Request& recvTagged(int peer, uint64_t tag, uint64_t mask, void* data, std::size_t bytes);
+
+  // co_await op.all(): resumes once every request posted so far has ended.
+  struct AllAwaiter {
+    Operation& op;
+    bool await_ready() const noexcept;
+    void await_suspend(std::coroutine_handle<> waiter) noexcept;
+    void await_resume() const noexcept {}
+  };
+  AllAwaiter all() { return AllAwaiter{*this}; }
+
+ protected:
+  // The body. Called once, when the operation starts, on the driver thread.
+  virtual Task run() = 0;
+  // A collective looks for messages that show its peers are running a
+  // different operation under its sequence number; returns the error to
+  // fail with, or null. Called while the operation waits.
+  virtual std::exception_ptr checkForDisagreement(Transport&) { return nullptr; }
+  // Completes a size-mismatch message: what the sizes mean in this operation.
+  virtual std::string mismatchHint() const { return ""; }
+  // "rank 3", or for a receive from any rank, "a rank".
+  virtual std::string peerName(const Request& request) const;
+
+  // Runs even after its group failed (closing the group does).
+  bool runsOnFailedGroup_ = false;
+
+ private:
+  friend class Engine;
+  friend class Request;
+
+  void requestEnded(Request& request);
+  // Record the first failure; the engine takes it from there.
+  void fail(std::exception_ptr error);
+  std::string describeMissingPeers() const;
+
+  const Kind kind_;
+  std::shared_ptr<Group> group_;
+  std::string name_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<Completion> completion_ = std::make_shared<Completion>();
+
+  // Driver-only state, managed by the Engine.
+  Engine* engine_ = nullptr;
+  uint64_t serial_ = 0;
+  Task task_;
+  std::deque<Request> requests_;  // stable addresses
+  std::size_t outstanding_ = 0;
+  std::coroutine_handle<> waiter_;       // the suspended coroutine, if any
+  const Request* waitingFor_ = nullptr;  // null: waits for all()
+  std::exception_ptr failure_;
+  bool started_ = false;
+  bool cancelIssued_ = false;
+  bool completed_ = false;
+  Deadline deadline_;
+  Clock::time_point drainUntil_{};
+};
+
+}  // namespace ucxcoll

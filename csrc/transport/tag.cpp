@@ -1,0 +1,124 @@
+#include "transport/tag.hpp"
+
+namespace ucxcoll::tag {
+namespace {
+
+constexpr uint64_t kRoutineMask = (uint64_t{1} << kRoutineBits) - 1;
+
+uint64_t channelBits(Kind kind, uint32_t channel) {
+  if (channel == 0 || channel > kMaxChannel) {
+    throw std::out_of_range("tag: channel " + std::to_string(channel) + " is outside 1.." +
+                            std::to_string(kMaxChannel));
+  }
+  return (static_cast<uint64_t>(kind) << kKindShift) | (uint64_t{channel} << kChannelShift);
+}
+
+void checkSender(uint32_t sender) {
+  if (sender >= kMaxGroupSize) {
+    throw std::out_of_range("tag: sender rank " + std::to_string(sender) + " does not fit in " +
+                            std::to_string(kSenderBits) + " bits");
+  }
+}
+
+}  // namespace
+
+const char* collectiveName(Routine routine) {
+  switch (routine) {
+    case Routine::AllgatherDirect:
+    case Routine::AllgatherRing:
+      return "all_gather";
+    case Routine::AllreduceDirect:
+    case Routine::AllreduceRing:
+      return "all_reduce";
+    case Routine::BroadcastBinomial:
+      return "broadcast";
+    case Routine::BarrierDissemination:
+      return "barrier";
+  }
+  return "unknown collective";
+}
+
+const char* algorithmName(Routine routine) {
+  switch (routine) {
+    case Routine::AllgatherDirect:
+    case Routine::AllreduceDirect:
+      return "direct";
+    case Routine::AllgatherRing:
+    case Routine::AllreduceRing:
+      return "ring";
+    case Routine::BroadcastBinomial:
+      return "binomial";
+    case Routine::BarrierDissemination:
+      return "dissemination";
+  }
+  return "unknown";
+}
+
+bool isRooted(Routine routine) {
+  return routine == Routine::BroadcastBinomial;
+}
+
+CollectiveLayout::CollectiveLayout(uint32_t groupSize) : rankBits_(bitsFor(groupSize)) {
+  if (groupSize == 0 || groupSize > kMaxGroupSize) {
+    throw std::out_of_range("tag: groups of 1 to " + std::to_string(kMaxGroupSize) + " ranks are supported, got " +
+                            std::to_string(groupSize));
+  }
+}
+
+uint64_t CollectiveLayout::make(uint32_t channel, Routine routine, uint64_t sequence, uint32_t slot) const {
+  if (slot >> slotBits() != 0) {
+    throw std::out_of_range("tag: slot " + std::to_string(slot) + " does not fit in " + std::to_string(slotBits()) +
+                            " bits");
+  }
+  const uint64_t sequenceMask = (uint64_t{1} << sequenceBits()) - 1;
+  return channelBits(Kind::Collective, channel) | ((static_cast<uint64_t>(routine) & kRoutineMask) << kRoutineShift) |
+         ((sequence & sequenceMask) << slotBits()) | slot;
+}
+
+uint32_t CollectiveLayout::rootedSlot(uint32_t root, uint32_t round) const {
+  if (round >> kRoundBits != 0 || (rankBits_ < 32 && root >> rankBits_ != 0)) {
+    throw std::out_of_range("tag: root " + std::to_string(root) + " / round " + std::to_string(round) +
+                            " does not fit the slot");
+  }
+  return (root << kRoundBits) | round;
+}
+
+Routine CollectiveLayout::routine(uint64_t tag) const {
+  return static_cast<Routine>((tag >> kRoutineShift) & kRoutineMask);
+}
+
+uint64_t CollectiveLayout::sequence(uint64_t tag) const {
+  return (tag >> slotBits()) & ((uint64_t{1} << sequenceBits()) - 1);
+}
+
+uint32_t CollectiveLayout::slot(uint64_t tag) const {
+  return static_cast<uint32_t>(tag & ((uint64_t{1} << slotBits()) - 1));
+}
+
+uint32_t CollectiveLayout::root(uint64_t tag) const {
+  return slot(tag) >> kRoundBits;
+}
+
+uint64_t CollectiveLayout::sameCollectiveMask() const {
+  return kChannelFieldsMask | (((uint64_t{1} << sequenceBits()) - 1) << slotBits());
+}
+
+uint64_t pointToPoint(uint32_t channel, uint64_t userTag, uint32_t sender) {
+  if (userTag > kMaxUserTag) {
+    throw std::out_of_range("tag: point-to-point tag " + std::to_string(userTag) + " is outside 0.." +
+                            std::to_string(kMaxUserTag));
+  }
+  checkSender(sender);
+  return channelBits(Kind::PointToPoint, channel) | (userTag << kSenderBits) | sender;
+}
+
+uint64_t internal(uint32_t channel, uint32_t purpose, uint32_t value, uint32_t sender) {
+  if (purpose > kMaxPurpose || value > kMaxInternalValue) {
+    throw std::out_of_range("tag: internal purpose " + std::to_string(purpose) + " / value " + std::to_string(value) +
+                            " out of range");
+  }
+  checkSender(sender);
+  return channelBits(Kind::Internal, channel) | (uint64_t{purpose} << 42) | (uint64_t{value} << kSenderBits) | sender;
+}
+
+}  // namespace ucxcoll::tag

@@ -1,0 +1,141 @@
+// Ranks that disagree about what they are doing must all get an error,
+// never data: the cases a hostile tester found in the old tag layout, where
+// all_reduce matched all_gather's messages and a broadcast from root 0
+// matched one from root 1.
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "cluster.hpp"
+#include "common/error.hpp"
+
+using namespace ucxcoll;
+using namespace ucxcoll::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Each rank runs its own collective under the same sequence number; the
+// result is every rank's error message (empty: it succeeded).
+std::vector<std::string> runDisagreeing(Wire wire, const std::vector<Collective::Body>& bodies) {
+  const int n = static_cast<int>(bodies.size());
+  Cluster cluster(n, wire);
+  auto group = cluster.makeGroup("g");
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  auto failures = runRanks(n, [&](int rank) {
+    // A long deadline: the disagreement must be found, not timed out.
+    auto op = submitCollective(cluster.engine(rank), group[rank], "collective", bodies[rank], 60s);
+    try {
+      op.wait();
+    } catch (const MismatchError& error) {
+      errors[rank] = error.what();
+    }
+  });
+  checkNoFailures(failures);
+  return errors;
+}
+
+}  // namespace
+
+TEST_CASE("all_reduce against all_gather: both ranks raise, naming both collectives", "[disagreement]") {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+    DYNAMIC_SECTION(wireName(wire)) {
+      std::vector<float> reduced(4, 1.0f);
+      std::vector<float> input(4, 2.0f), out0(4), out1(4);
+      std::vector<void*> outputs{out0.data(), out1.data()};
+      auto errors = runDisagreeing(
+          wire,
+          {[&](Collective& c) { return allreduceDirect(c, reduced.data(), 4, DataType::Float32, Reduction::Sum); },
+           [&](Collective& c) { return allgatherDirect(c, input.data(), outputs, 16); }});
+      CHECK_THAT(errors[0], Catch::Matchers::Contains("ranks disagree about collective #0: this rank runs all_reduce "
+                                                      "(direct algorithm), but a peer sent a message of all_gather"));
+      CHECK_THAT(errors[1], Catch::Matchers::Contains("this rank runs all_gather (direct algorithm), but a peer sent a "
+                                                      "message of all_reduce (direct algorithm)"));
+    }
+  }
+}
+
+TEST_CASE("broadcast from root 0 against root 1: both roots raise", "[disagreement]") {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+    DYNAMIC_SECTION(wireName(wire)) {
+      std::vector<int> a(8, 1), b(8, 2);
+      auto errors = runDisagreeing(wire, {[&](Collective& c) { return broadcastBinomial(c, a.data(), 32, 0); },
+                                          [&](Collective& c) { return broadcastBinomial(c, b.data(), 32, 1); }});
+      CHECK_THAT(errors[0], Catch::Matchers::Contains("this rank runs broadcast from rank 0 (binomial algorithm), but "
+                                                      "a peer sent a message of broadcast from rank 1"));
+      CHECK_THAT(errors[1], Catch::Matchers::Contains("this rank runs broadcast from rank 1"));
+    }
+  }
+}
+
+TEST_CASE("all_reduce against broadcast from the other rank: both raise", "[disagreement]") {
+  std::vector<float> reduced(4, 1.0f), broadcasted(4, 3.0f);
+  auto errors = runDisagreeing(
+      Wire::Ucx,
+      {[&](Collective& c) { return allreduceDirect(c, reduced.data(), 4, DataType::Float32, Reduction::Sum); },
+       [&](Collective& c) { return broadcastBinomial(c, broadcasted.data(), 16, 1); }});
+  CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of broadcast from rank 1"));
+  CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of all_reduce"));
+}
+
+TEST_CASE("ranks choosing different algorithms (sizes around the threshold) raise", "[disagreement]") {
+  std::vector<float> small(8, 1.0f), large(100000, 1.0f);
+  auto errors = runDisagreeing(
+      Wire::Ucx,
+      {[&](Collective& c) { return selectAllreduce(c, small.data(), small.size(), DataType::Float32, Reduction::Sum); },
+       [&](Collective& c) {
+         return selectAllreduce(c, large.data(), large.size(), DataType::Float32, Reduction::Sum);
+       }});
+  CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of all_reduce (ring algorithm)"));
+  CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of all_reduce (direct algorithm)"));
+}
+
+TEST_CASE("sizes that differ are a mismatch naming both sizes, on every rank", "[disagreement]") {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+    DYNAMIC_SECTION(wireName(wire)) {
+      std::vector<float> four(4, 1.0f), eight(8, 1.0f);
+      auto errors = runDisagreeing(
+          wire,
+          {[&](Collective& c) { return allreduceDirect(c, four.data(), 4, DataType::Float32, Reduction::Sum); },
+           [&](Collective& c) { return allreduceDirect(c, eight.data(), 8, DataType::Float32, Reduction::Sum); }});
+      CHECK_THAT(errors[0], Catch::Matchers::Contains("rank 1 sent 32 bytes where 16 were expected (ranks disagree "
+                                                      "about the tensor sizes)"));
+      CHECK_THAT(errors[1], Catch::Matchers::Contains("rank 0 sent 16 bytes where 32 were expected"));
+    }
+  }
+}
+
+TEST_CASE("collectives issued in opposite orders: the first raises on both ranks, the group then fails fast",
+          "[disagreement]") {
+  Cluster cluster(2, Wire::Ucx);
+  auto group = cluster.makeGroup("g");
+  std::vector<std::vector<std::string>> errors(2);
+  auto failures = runRanks(2, [&](int rank) {
+    std::vector<float> reduced(4, static_cast<float>(rank + 1));
+    std::vector<float> input(4, 2.0f), out0(4), out1(4);
+    std::vector<void*> outputs{out0.data(), out1.data()};
+    Collective::Body allreduce = [&](Collective& c) {
+      return allreduceDirect(c, reduced.data(), 4, DataType::Float32, Reduction::Sum);
+    };
+    Collective::Body allgather = [&](Collective& c) { return allgatherDirect(c, input.data(), outputs, 16); };
+    std::vector<Submitted> ops;
+    ops.push_back(submitCollective(cluster.engine(rank), group[rank], "first", rank == 0 ? allreduce : allgather, 60s));
+    ops.push_back(
+        submitCollective(cluster.engine(rank), group[rank], "second", rank == 0 ? allgather : allreduce, 60s));
+    for (auto& op : ops) {
+      try {
+        op.wait();
+        errors[rank].push_back("");
+      } catch (const Error& error) {
+        errors[rank].push_back(error.what());
+      }
+    }
+  });
+  checkNoFailures(failures);
+  for (int rank = 0; rank < 2; ++rank) {
+    REQUIRE(errors[rank].size() == 2);
+    CHECK_THAT(errors[rank][0], Catch::Matchers::Contains("ranks disagree about collective #0"));
+    CHECK_THAT(errors[rank][1], Catch::Matchers::Contains("was not run: this process group failed earlier"));
+  }
+}

@@ -1,0 +1,225 @@
+// The engine's contract: ordering per group, independence across groups,
+// deadlines, failures, completion callbacks, retirement, stopping.
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "cluster.hpp"
+#include "common/error.hpp"
+
+using namespace ucxcoll;
+using namespace ucxcoll::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Records the thread that destroys it, the way a tensor owned by Python
+// would need that thread to take the GIL.
+struct DestroyedOn {
+  std::shared_ptr<std::thread::id> where;
+  explicit DestroyedOn(std::shared_ptr<std::thread::id> out) : where(std::move(out)) {}
+  ~DestroyedOn() {
+    if (where) {
+      *where = std::this_thread::get_id();
+    }
+  }
+};
+
+Task barrierBody(Collective& c) {
+  return barrierDissemination(c);
+}
+
+}  // namespace
+
+TEST_CASE("engine: a group's collectives start one at a time, in issue order", "[engine]") {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+    DYNAMIC_SECTION(wireName(wire)) {
+      Cluster cluster(2, wire);
+      auto group = cluster.makeGroup("g");
+      auto failures = runRanks(2, [&](int rank) {
+        if (rank == 1) {
+          std::this_thread::sleep_for(200ms);  // rank 0's first barrier waits for this
+        }
+        auto first = std::make_shared<std::optional<Submitted>>();
+        *first = submitCollective(cluster.engine(rank), group[rank], "barrier", barrierBody);
+        bool checked = false;
+        auto second = submitCollective(cluster.engine(rank), group[rank], "second", [&, first](Collective& c) -> Task {
+          expect((*first)->done(), "the second collective started before the first completed");
+          checked = true;
+          return barrierDissemination(c);
+        });
+        (*first)->wait();
+        second.wait();
+        expect(checked, "the second collective did not run");
+      });
+      checkNoFailures(failures);
+    }
+  }
+}
+
+TEST_CASE("engine: groups progress independently, whatever order ranks use them in", "[engine]") {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+    DYNAMIC_SECTION(wireName(wire)) {
+      Cluster cluster(2, wire);
+      auto a = cluster.makeGroup("a");
+      auto b = cluster.makeGroup("b");
+      auto failures = runRanks(2, [&](int rank) {
+        // Rank 0 issues a then b; rank 1 b then a, and waits for b before
+        // it even issues a. One blocking queue for all groups would hang.
+        if (rank == 0) {
+          auto first = submitCollective(cluster.engine(0), a[0], "barrier", barrierBody);
+          auto second = submitCollective(cluster.engine(0), b[0], "barrier", barrierBody);
+          second.wait();
+          first.wait();
+        } else {
+          submitCollective(cluster.engine(1), b[1], "barrier", barrierBody).wait();
+          submitCollective(cluster.engine(1), a[1], "barrier", barrierBody).wait();
+        }
+      });
+      checkNoFailures(failures);
+    }
+  }
+}
+
+TEST_CASE("engine: each operation fails at its own deadline, naming who did not deliver", "[engine][errors]") {
+  Cluster cluster(3, Wire::Ucx);
+  auto group = cluster.makeGroup("g");
+  // Rank 0 waits for ranks 1 and 2 in two collectives of two groups; rank 2
+  // never comes, rank 1 answers the second one only after the first timed
+  // out. The short deadline fires, the long one does not.
+  auto other = cluster.makeGroup("h", {0, 1});
+  int sink = 0;
+  auto shortOne = submitCollective(
+      cluster.engine(0), group[0], "all_gather",
+      [&](Collective& c) -> Task {
+        c.begin(tag::Routine::AllgatherDirect);
+        c.recv(2, 2, &sink, sizeof(sink));
+        co_await c.all();
+      },
+      300ms);
+  auto longOne = submitCollective(cluster.engine(0), other[0], "barrier", barrierBody, 60s);
+  std::string message = messageOf<TimeoutError>([&] { shortOne.wait(); });
+  CHECK_THAT(message, Catch::Matchers::Contains("all_gather #0 on group \"g\" (rank 0 of 3) timed out"));
+  CHECK_THAT(message, Catch::Matchers::Contains("no data from rank(s) [2]"));
+  CHECK_FALSE(longOne.done());
+  submitCollective(cluster.engine(1), other[1], "barrier", barrierBody).wait();
+  longOne.wait();
+  // The timed-out group is failed; its next collective fails at once with
+  // the original cause.
+  auto after = submitCollective(cluster.engine(0), group[0], "barrier", barrierBody);
+  std::string again = messageOf<Error>([&] { after.wait(); });
+  CHECK_THAT(again, Catch::Matchers::Contains("failed earlier"));
+  CHECK_THAT(again, Catch::Matchers::Contains("timed out"));
+}
+
+TEST_CASE("engine: an exception in a body fails its operation and the group", "[engine][errors]") {
+  Cluster cluster(1, Wire::Loopback);
+  auto group = cluster.makeGroup("g");
+  auto failing = submitCollective(cluster.engine(0), group[0], "broken", [](Collective&) -> Task {
+    throw std::runtime_error("kaboom");
+    co_return;
+  });
+  CHECK(messageOf<std::runtime_error>([&] { failing.wait(); }) == "kaboom");
+  CHECK(group[0]->failed());
+}
+
+TEST_CASE("engine: a completion callback may submit and wait for another operation", "[engine]") {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+    DYNAMIC_SECTION(wireName(wire)) {
+      Cluster cluster(2, wire);
+      auto group = cluster.makeGroup("g");
+      std::atomic<int> innerDoneInCallback{0};
+      auto failures = runRanks(2, [&](int rank) {
+        Engine& engine = cluster.engine(rank);
+        auto uint64Name = group[rank]->takeSequence();
+        auto op = std::make_unique<Collective>(group[rank], uint64Name, "outer", 60s, barrierBody);
+        auto completion = op->sharedCompletion();
+        op->onComplete = [&, rank](std::exception_ptr) {
+          // Runs on the driver; waiting here drives the engine instead of
+          // blocking it.
+          auto inner = submitCollective(cluster.engine(rank), group[rank], "inner", barrierBody);
+          inner.wait();
+          ++innerDoneInCallback;
+        };
+        [[maybe_unused]] Engine::Lease none = engine.submit(std::move(op));
+        engine.wait(*completion);
+        expect(completion->error() == nullptr, "outer failed");
+      });
+      checkNoFailures(failures);
+      // The callback may still be running on a rank when its wait returned;
+      // it finishes once its inner barrier does.
+      for (int i = 0; i < 1000 && innerDoneInCallback.load() < 2; ++i) {
+        std::this_thread::sleep_for(10ms);
+      }
+      CHECK(innerDoneInCallback.load() == 2);
+    }
+  }
+}
+
+TEST_CASE("engine: an operation run by the progress thread is destroyed by a caller", "[engine]") {
+  Cluster cluster(2, Wire::Loopback);
+  auto group = cluster.makeGroup("g");
+  Engine& engine = cluster.engine(0);
+  auto destroyedOn = std::make_shared<std::thread::id>();
+  auto owned = std::make_shared<DestroyedOn>(destroyedOn);
+  // Rank 0's barrier starts here and then waits for rank 1, on the
+  // progress thread, which completes it once rank 1 joins.
+  auto submitted = submitCollective(engine, group[0], "barrier",
+                                    [owned = std::move(owned)](Collective& c) { return barrierDissemination(c); });
+  std::thread([&] { submitCollective(cluster.engine(1), group[1], "barrier", barrierBody).wait(); }).join();
+  for (int i = 0; i < 3000 && !submitted.done(); ++i) {
+    std::this_thread::sleep_for(1ms);  // not wait(): that would drive
+  }
+  REQUIRE(submitted.done());
+  CHECK(*destroyedOn == std::thread::id());  // retired, still alive
+  engine.destroyRetired();
+  CHECK(*destroyedOn == std::this_thread::get_id());
+}
+
+TEST_CASE("engine: stop() aborts what is in flight and refuses what comes later", "[engine][errors]") {
+  Cluster cluster(2, Wire::Ucx);
+  auto group = cluster.makeGroup("g");
+  auto pending = submitCollective(cluster.engine(0), group[0], "barrier", barrierBody, 60s);
+  std::this_thread::sleep_for(20ms);
+  cluster.engine(0).stop();
+  CHECK_THAT(messageOf<AbortedError>([&] { pending.wait(); }),
+             Catch::Matchers::Contains("barrier #0 on group \"g\" (rank 0 of 2) was aborted: the process is exiting"));
+  auto later = submitCollective(cluster.engine(0), group[0], "barrier", barrierBody, 60s);
+  CHECK_THAT(messageOf<AbortedError>([&] { later.wait(); }), Catch::Matchers::Contains("the process is exiting"));
+  // Group setup still works on the caller's thread (e.g. at exit).
+  CHECK(cluster.engine(0).openChannel() > 0);
+}
+
+TEST_CASE("engine: waitUntilIdle reports whether everything finished", "[engine]") {
+  Cluster cluster(2, Wire::Loopback);
+  auto group = cluster.makeGroup("g");
+  auto pending = submitCollective(cluster.engine(0), group[0], "barrier", barrierBody);
+  CHECK_FALSE(cluster.engine(0).waitUntilIdle(20ms));  // rank 1 has not joined
+  submitCollective(cluster.engine(1), group[1], "barrier", barrierBody).wait();
+  CHECK(cluster.engine(0).waitUntilIdle(30s));
+  pending.wait();
+}
+
+TEST_CASE("engine: channels are unique among live groups and reused only after release", "[engine]") {
+  Cluster cluster(1, Wire::Loopback);
+  Engine& engine = cluster.engine(0);
+  std::set<uint32_t> live;
+  for (int i = 0; i < 100; ++i) {
+    CHECK(live.insert(engine.openChannel()).second);
+  }
+  uint32_t first = *live.begin();
+  engine.releaseChannel(first);
+  // Handed out again only after every other number had its turn.
+  for (uint32_t i = 0; i < tag::kMaxChannel - 100; ++i) {
+    CHECK(engine.openChannel() != first);
+  }
+  CHECK(engine.openChannel() == first);
+  CHECK_THAT(messageOf<Error>([&] { engine.openChannel(); }),
+             Catch::Matchers::Contains("process groups are alive in this process"));
+}
