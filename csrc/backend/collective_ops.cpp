@@ -71,17 +71,15 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allreduce(std::vector<at::Tensor>& te
                                                      const c10d::AllreduceOptions& opts) {
   const char* op = "all_reduce";
   checkSingleTensor(op, tensors, "tensor");
-  TORCH_CHECK_NOT_IMPLEMENTED(opts.reduceOp == c10d::ReduceOp::SUM,
-                              "ucxcoll: all_reduce supports ReduceOp.SUM only so far; got ReduceOp.",
-                              reduceOpName(opts.reduceOp));
   at::Tensor tensor = tensors[0];
   DataType type = reducibleType(op, tensor);
+  Reduction reduction = toReduction(op, opts.reduceOp, type);
   at::Tensor buffer = contiguousTarget(tensor);
   auto count = static_cast<std::size_t>(buffer.numel());
   CopyBacks copies;
   addCopyBack(copies, buffer, tensor);
-  Collective::Body body = [buffer, count, type](Collective& c) {
-    return selectAllreduce(c, buffer.data_ptr(), count, type, Reduction::Sum);
+  Collective::Body body = [buffer, count, type, reduction](Collective& c) {
+    return selectAllreduce(c, buffer.data_ptr(), count, type, reduction);
   };
   return runCollective(c10d::OpType::ALLREDUCE, op, opts.timeout, opts.asyncOp, c10::IValue(tensors), tensorListType(),
                        withCopyBack(std::move(body), std::move(copies)));

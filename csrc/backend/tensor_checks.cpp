@@ -140,6 +140,41 @@ DataType reducibleType(const char* op, const at::Tensor& tensor) {
   return *type;
 }
 
+Reduction toReduction(const char* op, const c10d::ReduceOp& reduceOp, DataType type) {
+  std::optional<Reduction> reduction;
+  switch (reduceOp.op_) {
+    case c10d::ReduceOp::SUM:
+      reduction = Reduction::Sum;
+      break;
+    case c10d::ReduceOp::PRODUCT:
+      reduction = Reduction::Product;
+      break;
+    case c10d::ReduceOp::MIN:
+      reduction = Reduction::Min;
+      break;
+    case c10d::ReduceOp::MAX:
+      reduction = Reduction::Max;
+      break;
+    case c10d::ReduceOp::BAND:
+      reduction = Reduction::BitwiseAnd;
+      break;
+    case c10d::ReduceOp::BOR:
+      reduction = Reduction::BitwiseOr;
+      break;
+    case c10d::ReduceOp::BXOR:
+      reduction = Reduction::BitwiseXor;
+      break;
+    default:
+      break;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(reduction.has_value(), "ucxcoll: ", op, " does not support ReduceOp.",
+                              reduceOpName(reduceOp), " yet; supported: SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR");
+  TORCH_CHECK_TYPE(supportsReduction(*reduction, type), "ucxcoll: ", op, ": ReduceOp.", reduceOpName(reduceOp),
+                   " is not defined for dtype ", dataTypeName(type),
+                   " (MIN and MAX are not defined for complex numbers; BAND, BOR and BXOR only for integers and bool)");
+  return *reduction;
+}
+
 const char* reduceOpName(const c10d::ReduceOp& op) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM:

@@ -40,6 +40,10 @@ void checkTag(const char* op, int64_t tag);
 
 // The element type of a tensor to reduce, or TypeError.
 DataType reducibleType(const char* op, const at::Tensor& tensor);
+// torch's reduce op as a Reduction: NotImplementedError for the ones not
+// supported yet, TypeError for one not defined on `type` (e.g. MAX of
+// complex numbers, BAND of floats).
+Reduction toReduction(const char* op, const c10d::ReduceOp& reduceOp, DataType type);
 const char* reduceOpName(const c10d::ReduceOp& op);
 
 std::string shapeText(const at::Tensor& tensor);

@@ -9,7 +9,7 @@
 namespace ucxcoll {
 
 Task allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction) {
-  c.begin(tag::Routine::AllreduceDirect);
+  c.begin(tag::Routine::AllreduceDirect, reduction);
   const int n = c.size();
   const int me = c.rank();
   const std::size_t bytes = count * elementSize(type);

@@ -11,19 +11,27 @@
 // the last step's reduced chunks enter the all-gather immediately. Up to
 // kWindow chunks are received ahead into scratch. Messages come from the
 // left neighbour in order, one slot per phase.
+//
+// On a 2-core machine with CMA (the receiver copies), transfer and
+// reduction share a core, so the gain is in fewer stalls rather than in
+// parallel work; where the sender copies (shared-memory pipelining, RDMA
+// put) the neighbour's transfer of chunk k+1 runs while this rank reduces
+// chunk k.
 
 #include <algorithm>
 #include <vector>
 
 #include "collectives/collective.hpp"
+#include "common/error.hpp"
 
 namespace ucxcoll {
 namespace {
 
-constexpr std::size_t kChunkBytes = std::size_t{256} << 10;
-constexpr std::size_t kWindow = 4;
+constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+constexpr std::size_t kWindow = 2;
 constexpr uint32_t kReduceScatterSlot = 0;
 constexpr uint32_t kAllgatherSlot = 1;
+constexpr uint32_t kSizeSlot = 2;
 
 // Block b of `count` elements split n ways, and its chunks.
 class Blocks {
@@ -56,7 +64,7 @@ struct Piece {
 }  // namespace
 
 Task allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction) {
-  c.begin(tag::Routine::AllreduceRing);
+  c.begin(tag::Routine::AllreduceRing, reduction);
   const int n = c.size();
   const int me = c.rank();
   if (n == 1) {
@@ -65,6 +73,27 @@ Task allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type
   const int right = (me + 1) % n;
   const int left = (me - 1 + n) % n;
   const std::size_t element = elementSize(type);
+
+  // Ranks that disagree about the size cut different blocks, and a rank
+  // whose messages all happen to fit could finish with data that does not
+  // add up. So neighbours first compare sizes: a rank next to one that
+  // disagrees raises at once, and the ring cannot complete without it.
+  const uint64_t mine = count * element;
+  uint64_t fromLeft = 0;
+  uint64_t fromRight = 0;
+  c.recv(left, kSizeSlot, &fromLeft, sizeof(fromLeft));
+  c.recv(right, kSizeSlot, &fromRight, sizeof(fromRight));
+  c.send(left, kSizeSlot, &mine, sizeof(mine));
+  c.send(right, kSizeSlot, &mine, sizeof(mine));
+  co_await c.all();
+  for (auto [peer, theirs] : {std::pair{left, fromLeft}, std::pair{right, fromRight}}) {
+    if (theirs != mine) {
+      throw MismatchError(c.name() + ": rank " + std::to_string(peer) + " reduces " + std::to_string(theirs) +
+                          " bytes where this rank reduces " + std::to_string(mine) +
+                          " (ranks disagree about the tensor sizes)");
+    }
+  }
+
   const Blocks blocks(count, n, std::max<std::size_t>(1, kChunkBytes / element));
   auto* base = static_cast<std::byte*>(buffer);
   auto data = [&](const Piece& p) { return base + blocks.chunkStart(p.block, p.chunk) * element; };

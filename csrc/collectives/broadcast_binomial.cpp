@@ -13,7 +13,7 @@
 namespace ucxcoll {
 
 Task broadcastBinomial(Collective& c, void* buffer, std::size_t bytes, int root) {
-  c.begin(tag::Routine::BroadcastBinomial, root);
+  c.begin(tag::Routine::BroadcastBinomial, static_cast<uint32_t>(root));
   const int n = c.size();
   const int relative = (c.rank() - root + n) % n;
   auto actual = [&](int relativeRank) { return (relativeRank + root) % n; };

@@ -25,12 +25,12 @@ Collective::Collective(std::shared_ptr<Group> group, uint64_t sequence, std::str
       body_(std::move(body)),
       workspace_(workspace ? std::move(workspace) : std::make_shared<Workspace>()) {}
 
-void Collective::begin(tag::Routine routine, int root) {
+void Collective::begin(tag::Routine routine, uint32_t detail) {
   if (begun_) {
     throw std::logic_error("Collective::begin called twice by one algorithm");
   }
   routine_ = routine;
-  root_ = root;
+  detail_ = detail;
   begun_ = true;
 }
 
@@ -39,10 +39,7 @@ uint64_t Collective::tagFor(uint32_t channel, uint32_t slot) const {
     throw std::logic_error("an algorithm sent or received before Collective::begin");
   }
   const tag::CollectiveLayout& layout = group()->layout();
-  if (tag::isRooted(routine_)) {
-    slot = layout.rootedSlot(static_cast<uint32_t>(root_), slot);
-  }
-  return layout.make(channel, routine_, sequence_, slot);
+  return layout.make(channel, routine_, sequence_, layout.slotFor(routine_, detail_, slot));
 }
 
 Request& Collective::send(int peer, uint32_t slot, const void* data, std::size_t bytes) {
@@ -57,10 +54,16 @@ Request& Collective::recv(int peer, uint32_t slot, void* data, std::size_t bytes
   return recvTagged(peer, tagFor(group()->channel(), slot), tag::kMatchAll, data, bytes);
 }
 
-std::string Collective::describe(tag::Routine routine, uint32_t root) const {
+std::string Collective::describe(tag::Routine routine, uint32_t detail) const {
   std::string text = tag::collectiveName(routine);
-  if (tag::isRooted(routine)) {
-    text += " from rank " + std::to_string(root);
+  switch (tag::detailOf(routine)) {
+    case tag::Detail::Root:
+      return text + " from rank " + std::to_string(detail) + " (" + tag::algorithmName(routine) + " algorithm)";
+    case tag::Detail::Reduction:
+      return text + " (" + reductionName(static_cast<Reduction>(detail)) + ", " + tag::algorithmName(routine) +
+             " algorithm)";
+    case tag::Detail::None:
+      break;
   }
   return text + " (" + tag::algorithmName(routine) + " algorithm)";
 }
@@ -69,41 +72,51 @@ std::exception_ptr Collective::checkForDisagreement(Transport& transport) {
   if (!begun_) {
     return nullptr;
   }
-  // A message for this sequence number that this collective cannot match:
-  // a peer runs another collective, algorithm or root under this number.
+  // A message under this sequence number that this collective can never
+  // match: a peer runs another collective, algorithm, root or reduction.
   const tag::CollectiveLayout& layout = group()->layout();
-  const uint64_t mine = layout.make(group()->channel(), routine_, sequence_, 0);
-  auto found = transport.probe(mine, layout.sameCollectiveMask());
-  if (!found) {
+  const uint32_t channel = group()->channel();
+  const uint64_t sameRoutine = layout.sameCollectiveMask() | tag::kRoutineFieldMask;
+  auto disagreement = [&](uint64_t theirs) {
+    return std::make_exception_ptr(MismatchError(
+        name() + ": ranks disagree about collective #" + std::to_string(sequence_) + ": this rank runs " +
+        describe(routine_, detail_) + ", but a peer sent a message of " +
+        describe(layout.routine(theirs), layout.detail(theirs)) +
+        " for it; every rank must call the same collectives, in the same order, with the same root, reduction "
+        "and tensor sizes"));
+  };
+  for (tag::Routine routine : tag::kRoutines) {
+    if (routine == routine_) {
+      continue;
+    }
+    if (auto found = transport.probe(layout.make(channel, routine, sequence_, 0), sameRoutine)) {
+      return disagreement(found->senderTag);
+    }
+  }
+  if (tag::detailOf(routine_) == tag::Detail::None) {
     return nullptr;
   }
-  tag::Routine theirs = layout.routine(found->senderTag);
-  uint32_t theirRoot = layout.root(found->senderTag);
-  bool sameRoutine = theirs == routine_;
-  if (sameRoutine && (!tag::isRooted(routine_) || theirRoot == static_cast<uint32_t>(root_))) {
-    // A message of this very collective that arrived before its receive
-    // was posted. Another routine may still hide behind it: look for each.
-    for (tag::Routine routine : tag::kRoutines) {
-      if (routine == routine_) {
-        continue;
-      }
-      uint64_t candidate = layout.make(group()->channel(), routine, sequence_, 0);
-      if (auto hidden = transport.probe(candidate, layout.sameCollectiveMask() | tag::kRoutineFieldMask)) {
-        theirs = routine;
-        theirRoot = layout.root(hidden->senderTag);
-        sameRoutine = false;
-        break;
-      }
-    }
-    if (sameRoutine) {
-      return nullptr;
+  // The same routine with another root or reduction: the first message of
+  // this routine that waits here tells for roots (a rank receives only one
+  // message per round there); reductions are few enough to look for each.
+  if (auto found = transport.probe(layout.make(channel, routine_, sequence_, 0), sameRoutine)) {
+    if (layout.detail(found->senderTag) != detail_) {
+      return disagreement(found->senderTag);
     }
   }
-  return std::make_exception_ptr(MismatchError(
-      name() + ": ranks disagree about collective #" + std::to_string(sequence_) + ": this rank runs " +
-      describe(routine_, static_cast<uint32_t>(root_)) + ", but a peer sent a message of " +
-      describe(theirs, theirRoot) + " for it; every rank must call the same collectives, in the same order, " +
-      "with the same root and tensor sizes"));
+  if (tag::detailOf(routine_) == tag::Detail::Reduction) {
+    const uint64_t sameDetail = sameRoutine | layout.detailMask(routine_);
+    for (uint32_t other = 0; other < (1u << tag::kReductionBits); ++other) {
+      if (other == detail_) {
+        continue;
+      }
+      uint64_t candidate = layout.make(channel, routine_, sequence_, layout.slotFor(routine_, other, 0));
+      if (auto found = transport.probe(candidate, sameDetail)) {
+        return disagreement(found->senderTag);
+      }
+    }
+  }
+  return nullptr;
 }
 
 std::string Collective::mismatchHint() const {

@@ -46,12 +46,15 @@ class Collective : public Operation {
   int size() const { return size_; }
   uint64_t sequence() const { return sequence_; }
 
-  // Which collective and algorithm this is (and its root, for rooted ones).
-  // Called once, before the first message.
-  void begin(tag::Routine routine, int root = 0);
+  // Which collective and algorithm this is, and its detail: the root for a
+  // rooted routine, the reduction for a reducing one (tag.hpp). Called
+  // once, before the first message.
+  void begin(tag::Routine routine, uint32_t detail = 0);
+  void begin(tag::Routine routine, Reduction reduction) { begin(routine, static_cast<uint32_t>(reduction)); }
 
   // `slot` tells apart what one receiver gets within this collective (see
-  // tag.hpp); for rooted routines it is a round number below 32.
+  // tag.hpp): for rooted routines a round number below 32, for reducing
+  // ones a value below 2 * size().
   Request& send(int peer, uint32_t slot, const void* data, std::size_t bytes);
   // Completes only once the receiver has matched it: for a rank that
   // receives nothing in a collective (a broadcast's root), so that it too
@@ -69,7 +72,7 @@ class Collective : public Operation {
 
  private:
   uint64_t tagFor(uint32_t channel, uint32_t slot) const;
-  std::string describe(tag::Routine routine, uint32_t root) const;
+  std::string describe(tag::Routine routine, uint32_t detail) const;
 
   int rank_;
   int size_;
@@ -78,7 +81,7 @@ class Collective : public Operation {
   std::shared_ptr<Workspace> workspace_;
   tag::Routine routine_{};
   bool begun_ = false;
-  int root_ = 0;
+  uint32_t detail_ = 0;
 };
 
 // Copy that tolerates the same or overlapping buffers (in-place collectives

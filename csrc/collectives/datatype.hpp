@@ -22,15 +22,31 @@ enum class DataType : uint8_t {
   Complex128,
 };
 
-// How contributions are combined (torch's ReduceOp, as far as supported).
+// How contributions are combined: torch's ReduceOp, as far as supported.
+// (The value goes into message tags, see tag.hpp: at most 16.)
 enum class Reduction : uint8_t {
-  Sum,
+  Sum = 0,
+  Product = 1,
+  Min = 2,
+  Max = 3,
+  BitwiseAnd = 4,
+  BitwiseOr = 5,
+  BitwiseXor = 6,
 };
 
 std::size_t elementSize(DataType type);
 const char* dataTypeName(DataType type);
+const char* reductionName(Reduction reduction);  // "SUM", as torch names it
 
-// accumulator[i] = accumulator[i] (op) operand[i] for i < count.
+// Whether `reduction` is defined for `type`: min/max not for complex
+// numbers, the bitwise ones only for integers and bool.
+bool supportsReduction(Reduction reduction, DataType type);
+
+// accumulator[i] = accumulator[i] (op) operand[i] for i < count, as torch
+// computes it: integers wrap, bool sums are a logical or (products an and),
+// float16/bfloat16 are computed in float and rounded to nearest even,
+// min/max propagate NaN. Throws std::invalid_argument for an unsupported
+// combination.
 void reduceInto(Reduction reduction, DataType type, void* accumulator, const void* operand, std::size_t count);
 
 }  // namespace ucxcoll

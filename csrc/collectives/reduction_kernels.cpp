@@ -1,11 +1,12 @@
-// Element-wise reductions on raw buffers. Each loop is a plain indexed loop
-// over restrict pointers so that the compiler vectorises it; half-precision
-// types are widened to float per element and rounded back, which is what
-// torch and gloo do for a pairwise sum.
+// Element-wise reductions on raw buffers, for every dtype and reduction
+// the collectives support. Half-precision types are widened to float per
+// element and rounded back, which is what torch and gloo do pairwise.
 
 #include <bit>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "collectives/datatype.hpp"
 
@@ -73,38 +74,130 @@ inline uint16_t floatToBfloat16(float value) {
   return static_cast<uint16_t>((bits + 0x7fff + lsb) >> 16);
 }
 
+// The element-wise loops. Each is a plain indexed loop over restrict
+// pointers, which the compiler vectorises.
+template <typename T, typename Combine>
+void combine(T* __restrict__ accumulator, const T* __restrict__ operand, std::size_t count, Combine op) {
+  for (std::size_t i = 0; i < count; ++i) {
+    accumulator[i] = op(accumulator[i], operand[i]);
+  }
+}
+
+// NaN wins, as in torch.minimum/maximum: `b` replaces `a` when it is
+// smaller (larger) or NaN; a NaN `a` stays.
 template <typename T>
-void sumArithmetic(T* __restrict__ accumulator, const T* __restrict__ operand, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) {
-    accumulator[i] = accumulator[i] + operand[i];
+T minimum(T a, T b) {
+  return (b < a || b != b) ? b : a;
+}
+template <typename T>
+T maximum(T a, T b) {
+  return (b > a || b != b) ? b : a;
+}
+
+template <typename T>
+void reduceFloating(Reduction reduction, T* accumulator, const T* operand, std::size_t count) {
+  switch (reduction) {
+    case Reduction::Sum:
+      return combine(accumulator, operand, count, [](T a, T b) { return a + b; });
+    case Reduction::Product:
+      return combine(accumulator, operand, count, [](T a, T b) { return a * b; });
+    case Reduction::Min:
+      return combine(accumulator, operand, count, minimum<T>);
+    case Reduction::Max:
+      return combine(accumulator, operand, count, maximum<T>);
+    default:
+      throw std::invalid_argument("unsupported reduction for a floating-point type");
   }
 }
 
-// Integer sums wrap around, as torch's do; unsigned arithmetic makes the
-// wrap defined behaviour.
-template <typename T, typename Unsigned>
-void sumWrapping(T* __restrict__ accumulator, const T* __restrict__ operand, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) {
-    accumulator[i] = static_cast<T>(static_cast<Unsigned>(accumulator[i]) + static_cast<Unsigned>(operand[i]));
+// Integer sums and products wrap around, as torch's do; unsigned
+// arithmetic makes the wrap defined behaviour.
+template <typename T>
+void reduceInteger(Reduction reduction, T* accumulator, const T* operand, std::size_t count) {
+  using U = std::make_unsigned_t<T>;
+  switch (reduction) {
+    case Reduction::Sum:
+      return combine(accumulator, operand, count,
+                     [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); });
+    case Reduction::Product:
+      return combine(accumulator, operand, count,
+                     [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
+    case Reduction::Min:
+      return combine(accumulator, operand, count, [](T a, T b) { return b < a ? b : a; });
+    case Reduction::Max:
+      return combine(accumulator, operand, count, [](T a, T b) { return b > a ? b : a; });
+    case Reduction::BitwiseAnd:
+      return combine(accumulator, operand, count, [](T a, T b) { return static_cast<T>(a & b); });
+    case Reduction::BitwiseOr:
+      return combine(accumulator, operand, count, [](T a, T b) { return static_cast<T>(a | b); });
+    case Reduction::BitwiseXor:
+      return combine(accumulator, operand, count, [](T a, T b) { return static_cast<T>(a ^ b); });
   }
 }
 
-void sumHalf(uint16_t* __restrict__ accumulator, const uint16_t* __restrict__ operand, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) {
-    accumulator[i] = floatToHalf(halfToFloat(accumulator[i]) + halfToFloat(operand[i]));
+// Booleans as torch reduces them: a sum is a logical or, a product (and
+// min) a logical and, max a logical or.
+void reduceBool(Reduction reduction, uint8_t* accumulator, const uint8_t* operand, std::size_t count) {
+  switch (reduction) {
+    case Reduction::Sum:
+    case Reduction::Max:
+    case Reduction::BitwiseOr:
+      return combine(accumulator, operand, count,
+                     [](uint8_t a, uint8_t b) { return static_cast<uint8_t>((a | b) != 0); });
+    case Reduction::Product:
+    case Reduction::Min:
+    case Reduction::BitwiseAnd:
+      return combine(accumulator, operand, count,
+                     [](uint8_t a, uint8_t b) { return static_cast<uint8_t>((a & b) != 0); });
+    case Reduction::BitwiseXor:
+      return combine(accumulator, operand, count,
+                     [](uint8_t a, uint8_t b) { return static_cast<uint8_t>((a != 0) != (b != 0)); });
   }
 }
 
-void sumBfloat16(uint16_t* __restrict__ accumulator, const uint16_t* __restrict__ operand, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) {
-    accumulator[i] = floatToBfloat16(bfloat16ToFloat(accumulator[i]) + bfloat16ToFloat(operand[i]));
+// float16/bfloat16: computed in float, rounded to nearest even; min/max
+// pick one of the two original values.
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void reduceHalf(Reduction reduction, uint16_t* accumulator, const uint16_t* operand, std::size_t count) {
+  switch (reduction) {
+    case Reduction::Sum:
+      return combine(accumulator, operand, count,
+                     [](uint16_t a, uint16_t b) { return FromFloat(ToFloat(a) + ToFloat(b)); });
+    case Reduction::Product:
+      return combine(accumulator, operand, count,
+                     [](uint16_t a, uint16_t b) { return FromFloat(ToFloat(a) * ToFloat(b)); });
+    case Reduction::Min:
+      return combine(accumulator, operand, count, [](uint16_t a, uint16_t b) {
+        float x = ToFloat(a), y = ToFloat(b);
+        return (y < x || y != y) ? b : a;
+      });
+    case Reduction::Max:
+      return combine(accumulator, operand, count, [](uint16_t a, uint16_t b) {
+        float x = ToFloat(a), y = ToFloat(b);
+        return (y > x || y != y) ? b : a;
+      });
+    default:
+      throw std::invalid_argument("unsupported reduction for a floating-point type");
   }
 }
 
-// A sum of booleans is their logical or, as in torch.
-void sumBool(uint8_t* __restrict__ accumulator, const uint8_t* __restrict__ operand, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) {
-    accumulator[i] = static_cast<uint8_t>((accumulator[i] | operand[i]) != 0);
+// Complex numbers as (re, im) pairs: sums element-wise, products as
+// complex multiplication.
+template <typename T>
+void reduceComplex(Reduction reduction, T* accumulator, const T* operand, std::size_t count) {
+  switch (reduction) {
+    case Reduction::Sum:
+      return combine(accumulator, operand, 2 * count, [](T a, T b) { return a + b; });
+    case Reduction::Product:
+      for (std::size_t i = 0; i < count; ++i) {
+        T re = accumulator[2 * i] * operand[2 * i] - accumulator[2 * i + 1] * operand[2 * i + 1];
+        T im = accumulator[2 * i] * operand[2 * i + 1] + accumulator[2 * i + 1] * operand[2 * i];
+        accumulator[2 * i] = re;
+        accumulator[2 * i + 1] = im;
+      }
+      return;
+    default:
+      throw std::invalid_argument("unsupported reduction for a complex type");
   }
 }
 
@@ -163,39 +256,77 @@ const char* dataTypeName(DataType type) {
   return "unknown";
 }
 
+const char* reductionName(Reduction reduction) {
+  switch (reduction) {
+    case Reduction::Sum:
+      return "SUM";
+    case Reduction::Product:
+      return "PRODUCT";
+    case Reduction::Min:
+      return "MIN";
+    case Reduction::Max:
+      return "MAX";
+    case Reduction::BitwiseAnd:
+      return "BAND";
+    case Reduction::BitwiseOr:
+      return "BOR";
+    case Reduction::BitwiseXor:
+      return "BXOR";
+  }
+  return "unknown";
+}
+
+bool supportsReduction(Reduction reduction, DataType type) {
+  const bool complex = type == DataType::Complex64 || type == DataType::Complex128;
+  const bool floating =
+      type == DataType::Float32 || type == DataType::Float64 || type == DataType::Float16 || type == DataType::BFloat16;
+  switch (reduction) {
+    case Reduction::Sum:
+    case Reduction::Product:
+      return true;
+    case Reduction::Min:
+    case Reduction::Max:
+      return !complex;
+    case Reduction::BitwiseAnd:
+    case Reduction::BitwiseOr:
+    case Reduction::BitwiseXor:
+      return !complex && !floating;
+  }
+  return false;
+}
+
 void reduceInto(Reduction reduction, DataType type, void* accumulator, const void* operand, std::size_t count) {
-  if (reduction != Reduction::Sum) {
-    throw std::invalid_argument("unsupported reduction");
+  if (!supportsReduction(reduction, type)) {
+    throw std::invalid_argument(std::string("reduction ") + reductionName(reduction) + " is not defined for " +
+                                dataTypeName(type));
   }
   switch (type) {
     case DataType::Float32:
-      return sumArithmetic(static_cast<float*>(accumulator), static_cast<const float*>(operand), count);
+      return reduceFloating(reduction, static_cast<float*>(accumulator), static_cast<const float*>(operand), count);
     case DataType::Float64:
-      return sumArithmetic(static_cast<double*>(accumulator), static_cast<const double*>(operand), count);
-    case DataType::Complex64:  // element-wise on (re, im) pairs
-      return sumArithmetic(static_cast<float*>(accumulator), static_cast<const float*>(operand), 2 * count);
+      return reduceFloating(reduction, static_cast<double*>(accumulator), static_cast<const double*>(operand), count);
+    case DataType::Complex64:
+      return reduceComplex(reduction, static_cast<float*>(accumulator), static_cast<const float*>(operand), count);
     case DataType::Complex128:
-      return sumArithmetic(static_cast<double*>(accumulator), static_cast<const double*>(operand), 2 * count);
+      return reduceComplex(reduction, static_cast<double*>(accumulator), static_cast<const double*>(operand), count);
     case DataType::Float16:
-      return sumHalf(static_cast<uint16_t*>(accumulator), static_cast<const uint16_t*>(operand), count);
+      return reduceHalf<halfToFloat, floatToHalf>(reduction, static_cast<uint16_t*>(accumulator),
+                                                  static_cast<const uint16_t*>(operand), count);
     case DataType::BFloat16:
-      return sumBfloat16(static_cast<uint16_t*>(accumulator), static_cast<const uint16_t*>(operand), count);
+      return reduceHalf<bfloat16ToFloat, floatToBfloat16>(reduction, static_cast<uint16_t*>(accumulator),
+                                                          static_cast<const uint16_t*>(operand), count);
     case DataType::Int8:
-      return sumWrapping<int8_t, uint8_t>(static_cast<int8_t*>(accumulator), static_cast<const int8_t*>(operand),
-                                          count);
+      return reduceInteger(reduction, static_cast<int8_t*>(accumulator), static_cast<const int8_t*>(operand), count);
     case DataType::UInt8:
-      return sumArithmetic(static_cast<uint8_t*>(accumulator), static_cast<const uint8_t*>(operand), count);
+      return reduceInteger(reduction, static_cast<uint8_t*>(accumulator), static_cast<const uint8_t*>(operand), count);
     case DataType::Int16:
-      return sumWrapping<int16_t, uint16_t>(static_cast<int16_t*>(accumulator), static_cast<const int16_t*>(operand),
-                                            count);
+      return reduceInteger(reduction, static_cast<int16_t*>(accumulator), static_cast<const int16_t*>(operand), count);
     case DataType::Int32:
-      return sumWrapping<int32_t, uint32_t>(static_cast<int32_t*>(accumulator), static_cast<const int32_t*>(operand),
-                                            count);
+      return reduceInteger(reduction, static_cast<int32_t*>(accumulator), static_cast<const int32_t*>(operand), count);
     case DataType::Int64:
-      return sumWrapping<int64_t, uint64_t>(static_cast<int64_t*>(accumulator), static_cast<const int64_t*>(operand),
-                                            count);
+      return reduceInteger(reduction, static_cast<int64_t*>(accumulator), static_cast<const int64_t*>(operand), count);
     case DataType::Bool:
-      return sumBool(static_cast<uint8_t*>(accumulator), static_cast<const uint8_t*>(operand), count);
+      return reduceBool(reduction, static_cast<uint8_t*>(accumulator), static_cast<const uint8_t*>(operand), count);
   }
 }
 

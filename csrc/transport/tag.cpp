@@ -54,8 +54,16 @@ const char* algorithmName(Routine routine) {
   return "unknown";
 }
 
-bool isRooted(Routine routine) {
-  return routine == Routine::BroadcastBinomial;
+Detail detailOf(Routine routine) {
+  switch (routine) {
+    case Routine::BroadcastBinomial:
+      return Detail::Root;
+    case Routine::AllreduceDirect:
+    case Routine::AllreduceRing:
+      return Detail::Reduction;
+    default:
+      return Detail::None;
+  }
 }
 
 CollectiveLayout::CollectiveLayout(uint32_t groupSize) : rankBits_(bitsFor(groupSize)) {
@@ -75,12 +83,16 @@ uint64_t CollectiveLayout::make(uint32_t channel, Routine routine, uint64_t sequ
          ((sequence & sequenceMask) << slotBits()) | slot;
 }
 
-uint32_t CollectiveLayout::rootedSlot(uint32_t root, uint32_t round) const {
-  if (round >> kRoundBits != 0 || (rankBits_ < 32 && root >> rankBits_ != 0)) {
-    throw std::out_of_range("tag: root " + std::to_string(root) + " / round " + std::to_string(round) +
-                            " does not fit the slot");
+uint32_t CollectiveLayout::slotFor(Routine routine, uint32_t detail, uint32_t rest) const {
+  const Detail kind = detailOf(routine);
+  const uint32_t restBits = kind == Detail::Root ? kRoundBits : kind == Detail::Reduction ? rankBits_ + 1 : slotBits();
+  const uint32_t detailBits = slotBits() - restBits;
+  if (rest >> restBits != 0 || (detailBits < 32 && detail >> detailBits != 0) ||
+      (kind == Detail::None && detail != 0)) {
+    throw std::out_of_range("tag: " + std::string(collectiveName(routine)) + " slot detail " + std::to_string(detail) +
+                            " / part " + std::to_string(rest) + " does not fit the slot");
   }
-  return (root << kRoundBits) | round;
+  return (detail << restBits) | rest;
 }
 
 Routine CollectiveLayout::routine(uint64_t tag) const {
@@ -95,8 +107,29 @@ uint32_t CollectiveLayout::slot(uint64_t tag) const {
   return static_cast<uint32_t>(tag & ((uint64_t{1} << slotBits()) - 1));
 }
 
-uint32_t CollectiveLayout::root(uint64_t tag) const {
-  return slot(tag) >> kRoundBits;
+uint32_t CollectiveLayout::detail(uint64_t tag) const {
+  switch (detailOf(routine(tag))) {
+    case Detail::Root:
+      return slot(tag) >> kRoundBits;
+    case Detail::Reduction:
+      return slot(tag) >> (rankBits_ + 1);
+    case Detail::None:
+      break;
+  }
+  return 0;
+}
+
+uint64_t CollectiveLayout::detailMask(Routine routine) const {
+  const uint64_t slotMask = (uint64_t{1} << slotBits()) - 1;
+  switch (detailOf(routine)) {
+    case Detail::Root:
+      return slotMask & ~((uint64_t{1} << kRoundBits) - 1);
+    case Detail::Reduction:
+      return slotMask & ~((uint64_t{1} << (rankBits_ + 1)) - 1);
+    case Detail::None:
+      break;
+  }
+  return 0;
 }
 
 uint64_t CollectiveLayout::sameCollectiveMask() const {

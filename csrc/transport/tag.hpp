@@ -27,10 +27,13 @@
 //          ranks, 31 for 256, 23 for 65,536, i.e. 2^31 collectives on one
 //          group of up to 256 ranks before it wraps.
 // slot     tells apart the messages one receiver gets within one
-//          collective. Collectives with a root (broadcast, ...) carry the
-//          root in its upper rankBits bits and a round number (< 32) below,
-//          so that ranks disagreeing about the root never match; the others
-//          use the whole slot (e.g. the sender's rank, or a phase).
+//          collective, and carries the operation's detail where it has one,
+//          so that ranks disagreeing about it never match: a rooted routine
+//          (broadcast, ...) puts the root in the upper rankBits bits and a
+//          round number (< 32) below; a reducing routine (all_reduce, ...)
+//          puts the reduction (SUM, MAX, ...) in the upper 4 bits and the
+//          rest (the sender's rank, or a phase) in the lower rankBits + 1;
+//          the others use the whole slot.
 //          Messages with equal tags between two ranks are matched in the
 //          order they were sent (UCX keeps MPI's non-overtaking rule), so
 //          the chunks of one phase can share a slot.
@@ -85,11 +88,14 @@ inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,   Routine::All
 // "all_reduce", and "ring" for AllreduceRing.
 const char* collectiveName(Routine routine);
 const char* algorithmName(Routine routine);
-// Whether the routine has a root that the slot carries.
-bool isRooted(Routine routine);
+// What the slot's upper bits carry for a routine.
+enum class Detail { None, Root, Reduction };
+Detail detailOf(Routine routine);
 
-// Bits of a round number in a rooted routine's slot.
+// Bits of a round number in a rooted routine's slot, and of the reduction
+// in a reducing routine's.
 inline constexpr uint32_t kRoundBits = 5;
+inline constexpr uint32_t kReductionBits = 4;
 
 // The collective layout for one group size. Every rank of a group builds
 // the same one.
@@ -104,13 +110,19 @@ class CollectiveLayout {
   // Throws std::out_of_range when channel or slot does not fit; the
   // sequence number is taken modulo 2^sequenceBits().
   uint64_t make(uint32_t channel, Routine routine, uint64_t sequence, uint32_t slot) const;
-  // The slot of a rooted routine: root in the upper bits, round below.
-  uint32_t rootedSlot(uint32_t root, uint32_t round) const;
+  // The slot of a routine with a detail (root or reduction): the detail in
+  // the upper bits, `rest` below (a round number for rooted routines, fewer
+  // than 32; below 2^(rankBits+1) for reducing ones). For routines without
+  // a detail, `rest` is the slot.
+  uint32_t slotFor(Routine routine, uint32_t detail, uint32_t rest) const;
 
   Routine routine(uint64_t tag) const;
   uint64_t sequence(uint64_t tag) const;
   uint32_t slot(uint64_t tag) const;
-  uint32_t root(uint64_t tag) const;  // meaningful for rooted routines only
+  // The root or reduction the tag's slot carries (0 for routines without).
+  uint32_t detail(uint64_t tag) const;
+  // Mask of the slot's detail bits for `routine` (0 for routines without).
+  uint64_t detailMask(Routine routine) const;
 
   // Kind, channel and sequence: all messages of one collective on one
   // receiver share these bits, whatever their routine, root or slot.

@@ -48,10 +48,11 @@ TEST_CASE("all_reduce against all_gather: both ranks raise, naming both collecti
           wire,
           {[&](Collective& c) { return allreduceDirect(c, reduced.data(), 4, DataType::Float32, Reduction::Sum); },
            [&](Collective& c) { return allgatherDirect(c, input.data(), outputs, 16); }});
-      CHECK_THAT(errors[0], Catch::Matchers::Contains("ranks disagree about collective #0: this rank runs all_reduce "
-                                                      "(direct algorithm), but a peer sent a message of all_gather"));
+      CHECK_THAT(errors[0],
+                 Catch::Matchers::Contains("ranks disagree about collective #0: this rank runs all_reduce "
+                                           "(SUM, direct algorithm), but a peer sent a message of all_gather"));
       CHECK_THAT(errors[1], Catch::Matchers::Contains("this rank runs all_gather (direct algorithm), but a peer sent a "
-                                                      "message of all_reduce (direct algorithm)"));
+                                                      "message of all_reduce (SUM, direct algorithm)"));
     }
   }
 }
@@ -87,8 +88,8 @@ TEST_CASE("ranks choosing different algorithms (sizes around the threshold) rais
        [&](Collective& c) {
          return selectAllreduce(c, large.data(), large.size(), DataType::Float32, Reduction::Sum);
        }});
-  CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of all_reduce (ring algorithm)"));
-  CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of all_reduce (direct algorithm)"));
+  CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of all_reduce (SUM, ring algorithm)"));
+  CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of all_reduce (SUM, direct algorithm)"));
 }
 
 TEST_CASE("sizes that differ are a mismatch naming both sizes, on every rank", "[disagreement]") {
@@ -138,4 +139,26 @@ TEST_CASE("collectives issued in opposite orders: the first raises on both ranks
     CHECK_THAT(errors[rank][0], Catch::Matchers::Contains("ranks disagree about collective #0"));
     CHECK_THAT(errors[rank][1], Catch::Matchers::Contains("was not run: this process group failed earlier"));
   }
+}
+
+TEST_CASE("all_reduce with different reductions (SUM against MAX) raises on both ranks", "[disagreement]") {
+  std::vector<float> a(4, 1.0f), b(4, 1.0f);
+  auto errors = runDisagreeing(
+      Wire::Ucx, {[&](Collective& c) { return allreduceDirect(c, a.data(), 4, DataType::Float32, Reduction::Sum); },
+                  [&](Collective& c) { return allreduceDirect(c, b.data(), 4, DataType::Float32, Reduction::Max); }});
+  CHECK_THAT(errors[0], Catch::Matchers::Contains("this rank runs all_reduce (SUM, direct algorithm), but a peer sent "
+                                                  "a message of all_reduce (MAX, direct algorithm)"));
+  CHECK_THAT(errors[1], Catch::Matchers::Contains("this rank runs all_reduce (MAX"));
+}
+
+TEST_CASE("ring all_reduce with sizes that cut different blocks raises on both ranks", "[disagreement]") {
+  // 2^20 against 2^20 + 1 floats: most chunks fit either way; without the
+  // size check one rank could finish.
+  std::vector<float> a(1 << 20, 1.0f), b((1 << 20) + 1, 1.0f);
+  auto errors = runDisagreeing(
+      Wire::Ucx,
+      {[&](Collective& c) { return allreduceRing(c, a.data(), a.size(), DataType::Float32, Reduction::Sum); },
+       [&](Collective& c) { return allreduceRing(c, b.data(), b.size(), DataType::Float32, Reduction::Sum); }});
+  CHECK_THAT(errors[0], Catch::Matchers::Contains("rank 1 reduces 4194308 bytes where this rank reduces 4194304"));
+  CHECK_THAT(errors[1], Catch::Matchers::Contains("rank 0 reduces 4194304 bytes where this rank reduces 4194308"));
 }

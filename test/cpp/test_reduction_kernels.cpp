@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "collectives/datatype.hpp"
@@ -54,4 +56,60 @@ TEST_CASE("element sizes", "[reduce]") {
   CHECK(elementSize(DataType::Complex64) == 8);
   CHECK(elementSize(DataType::Bool) == 1);
   CHECK(std::string(dataTypeName(DataType::Int16)) == "int16");
+}
+
+TEST_CASE("every reduction on integers, with wrap-around", "[reduce]") {
+  auto apply = [](Reduction reduction, std::vector<int16_t> a, const std::vector<int16_t>& b) {
+    reduceInto(reduction, DataType::Int16, a.data(), b.data(), a.size());
+    return a;
+  };
+  std::vector<int16_t> a{300, -7, 12, 0x0f0f}, b{300, 5, -12, 0x00ff};
+  CHECK(apply(Reduction::Product, a, b) ==
+        std::vector<int16_t>{static_cast<int16_t>(90000), -35, -144, static_cast<int16_t>(0x0f0f * 0x00ff)});
+  CHECK(apply(Reduction::Min, a, b) == std::vector<int16_t>{300, -7, -12, 0x00ff});
+  CHECK(apply(Reduction::Max, a, b) == std::vector<int16_t>{300, 5, 12, 0x0f0f});
+  CHECK(apply(Reduction::BitwiseAnd, a, b) == std::vector<int16_t>{300, -7 & 5, 12 & -12, 0x000f});
+  CHECK(apply(Reduction::BitwiseOr, a, b) == std::vector<int16_t>{300, -7 | 5, 12 | -12, 0x0fff});
+  CHECK(apply(Reduction::BitwiseXor, a, b) == std::vector<int16_t>{0, -7 ^ 5, 12 ^ -12, 0x0ff0});
+}
+
+TEST_CASE("min and max propagate NaN like torch.minimum/maximum", "[reduce]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (Reduction reduction : {Reduction::Min, Reduction::Max}) {
+    std::vector<float> a{nan, 1.0f, 2.0f}, b{1.0f, nan, 3.0f};
+    reduceInto(reduction, DataType::Float32, a.data(), b.data(), a.size());
+    CHECK(std::isnan(a[0]));
+    CHECK(std::isnan(a[1]));
+    CHECK(a[2] == (reduction == Reduction::Min ? 2.0f : 3.0f));
+  }
+}
+
+TEST_CASE("bool reductions are logical", "[reduce]") {
+  std::vector<uint8_t> a{0, 1, 0, 1}, b{0, 0, 1, 1};
+  auto apply = [&](Reduction reduction) {
+    std::vector<uint8_t> x = a;
+    reduceInto(reduction, DataType::Bool, x.data(), b.data(), x.size());
+    return x;
+  };
+  CHECK(apply(Reduction::Product) == std::vector<uint8_t>{0, 0, 0, 1});
+  CHECK(apply(Reduction::Min) == std::vector<uint8_t>{0, 0, 0, 1});
+  CHECK(apply(Reduction::Max) == std::vector<uint8_t>{0, 1, 1, 1});
+  CHECK(apply(Reduction::BitwiseXor) == std::vector<uint8_t>{0, 1, 1, 0});
+}
+
+TEST_CASE("complex products multiply, min/max and bitwise ops are refused", "[reduce]") {
+  std::vector<float> a{1.0f, 2.0f}, b{3.0f, -1.0f};  // (1+2i)(3-i) = 5+5i
+  reduceInto(Reduction::Product, DataType::Complex64, a.data(), b.data(), 1);
+  CHECK(a == std::vector<float>{5.0f, 5.0f});
+  CHECK_FALSE(supportsReduction(Reduction::Max, DataType::Complex64));
+  CHECK_FALSE(supportsReduction(Reduction::BitwiseAnd, DataType::Float32));
+  CHECK(supportsReduction(Reduction::BitwiseAnd, DataType::Bool));
+  CHECK_THROWS_WITH(reduceInto(Reduction::Max, DataType::Complex64, a.data(), b.data(), 1),
+                    "reduction MAX is not defined for complex64");
+}
+
+TEST_CASE("float16 max returns one of the two values unchanged", "[reduce]") {
+  std::vector<uint16_t> a{0x3c00, 0xbc00}, b{0x4000, 0x3c01};  // 1 vs 2, -1 vs 1.0009765625
+  reduceInto(Reduction::Max, DataType::Float16, a.data(), b.data(), a.size());
+  CHECK(a == std::vector<uint16_t>{0x4000, 0x3c01});
 }

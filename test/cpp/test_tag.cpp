@@ -41,9 +41,13 @@ TEST_CASE("different collectives, algorithms, roots and groups never share a tag
   for (Routine routine : tag::kRoutines) {
     for (uint32_t channel : {1u, 2u}) {
       for (uint64_t sequence : {0ull, 1ull}) {
-        if (tag::isRooted(routine)) {
+        if (tag::detailOf(routine) == tag::Detail::Root) {
           for (uint32_t root = 0; root < 4; ++root) {
-            CHECK(seen.insert(layout.make(channel, routine, sequence, layout.rootedSlot(root, 0))).second);
+            CHECK(seen.insert(layout.make(channel, routine, sequence, layout.slotFor(routine, root, 0))).second);
+          }
+        } else if (tag::detailOf(routine) == tag::Detail::Reduction) {
+          for (uint32_t reduction = 0; reduction < 7; ++reduction) {
+            CHECK(seen.insert(layout.make(channel, routine, sequence, layout.slotFor(routine, reduction, 0))).second);
           }
         } else {
           CHECK(seen.insert(layout.make(channel, routine, sequence, 0)).second);
@@ -54,9 +58,17 @@ TEST_CASE("different collectives, algorithms, roots and groups never share a tag
   // all_reduce vs all_gather, broadcast from 0 vs from 1: the cases that
   // used to match each other.
   CHECK(layout.make(1, Routine::AllreduceDirect, 5, 1) != layout.make(1, Routine::AllgatherDirect, 5, 1));
-  CHECK(layout.make(1, Routine::BroadcastBinomial, 5, layout.rootedSlot(0, 0)) !=
-        layout.make(1, Routine::BroadcastBinomial, 5, layout.rootedSlot(1, 0)));
-  CHECK(layout.root(layout.make(1, Routine::BroadcastBinomial, 5, layout.rootedSlot(3, 2))) == 3);
+  const auto broadcast = Routine::BroadcastBinomial;
+  CHECK(layout.make(1, broadcast, 5, layout.slotFor(broadcast, 0, 0)) !=
+        layout.make(1, broadcast, 5, layout.slotFor(broadcast, 1, 0)));
+  CHECK(layout.detail(layout.make(1, broadcast, 5, layout.slotFor(broadcast, 3, 2))) == 3);
+  // all_reduce with SUM vs with MAX (reduction 3), same sender slot.
+  const auto allreduce = Routine::AllreduceDirect;
+  CHECK(layout.make(1, allreduce, 5, layout.slotFor(allreduce, 0, 1)) !=
+        layout.make(1, allreduce, 5, layout.slotFor(allreduce, 3, 1)));
+  CHECK(layout.detail(layout.make(1, allreduce, 5, layout.slotFor(allreduce, 3, 1))) == 3);
+  CHECK((layout.make(1, allreduce, 5, layout.slotFor(allreduce, 3, 1)) & layout.detailMask(allreduce)) ==
+        (layout.make(1, allreduce, 5, layout.slotFor(allreduce, 3, 2)) & layout.detailMask(allreduce)));
 }
 
 TEST_CASE("the same-collective mask ignores exactly routine and slot", "[tag]") {
@@ -100,8 +112,11 @@ TEST_CASE("out-of-range fields are refused, not wrapped into a neighbour", "[tag
   CHECK_THROWS_AS(layout.make(0, Routine::AllreduceDirect, 0, 0), std::out_of_range);  // channel 0 is never used
   CHECK_THROWS_AS(layout.make(tag::kMaxChannel + 1, Routine::AllreduceDirect, 0, 0), std::out_of_range);
   CHECK_THROWS_AS(layout.make(1, Routine::AllreduceDirect, 0, 1u << 7), std::out_of_range);
-  CHECK_THROWS_AS(layout.rootedSlot(4, 0), std::out_of_range);
-  CHECK_THROWS_AS(layout.rootedSlot(0, 32), std::out_of_range);
+  CHECK_THROWS_AS(layout.slotFor(Routine::BroadcastBinomial, 4, 0), std::out_of_range);   // root 4 of 4 ranks
+  CHECK_THROWS_AS(layout.slotFor(Routine::BroadcastBinomial, 0, 32), std::out_of_range);  // round 32
+  CHECK_THROWS_AS(layout.slotFor(Routine::AllreduceDirect, 16, 0), std::out_of_range);    // reduction 16
+  CHECK_THROWS_AS(layout.slotFor(Routine::AllreduceDirect, 0, 8), std::out_of_range);     // sender slot >= 2*4
+  CHECK_THROWS_AS(layout.slotFor(Routine::AllgatherDirect, 1, 0), std::out_of_range);     // no detail there
   CHECK_THROWS_AS(tag::pointToPoint(1, tag::kMaxUserTag + 1, 0), std::out_of_range);
   CHECK_THROWS_AS(tag::pointToPoint(1, 0, tag::kMaxGroupSize), std::out_of_range);
   CHECK_THROWS_AS(tag::internal(1, tag::kMaxPurpose + 1, 0, 0), std::out_of_range);

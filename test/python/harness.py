@@ -1,8 +1,9 @@
 """Starts N rank processes on this machine and collects what they report.
 
 Starting a Python process that imports torch costs seconds on our 2-core
-machines, so each world size is started once and runs every check
-(rank_checks.py); the pytest tests then only read the results.
+machines, so each (check module, world size) is started once and runs every
+check of the module (rank_main.py); the pytest tests then only read the
+results.
 """
 
 import json
@@ -47,14 +48,14 @@ def run_processes(commands, timeout: float, env=None):
 
 
 class RankRun:
-    """The reports of one world size's rank processes."""
+    """The reports of one check module's rank processes at one world size."""
 
-    def __init__(self, world: int, timeout: float = 600):
+    def __init__(self, module: str, world: int, timeout: float = 900):
         self.world = world
-        with tempfile.TemporaryDirectory(prefix=f"ucxcoll-w{world}-") as outdir:
+        with tempfile.TemporaryDirectory(prefix=f"ucxcoll-{module}-w{world}-") as outdir:
             port = free_port()
             commands = [
-                [sys.executable, str(HERE / "rank_checks.py"), str(rank), str(world), str(port), outdir]
+                [sys.executable, str(HERE / "rank_main.py"), module, str(rank), str(world), str(port), outdir]
                 for rank in range(world)
             ]
             self.processes = run_processes(commands, timeout)

@@ -7,8 +7,6 @@ import subprocess
 import sys
 import tempfile
 
-import pytest
-
 from harness import HERE, REPO, free_port, run_processes
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]

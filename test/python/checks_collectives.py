@@ -1,0 +1,421 @@
+"""Collectives on CPU tensors, each compared with gloo on the same inputs:
+every dtype and shape, non-contiguous and large tensors, and the input
+errors every rank must get before anything is sent. Run at world sizes 1-5
+by test_collectives.py.
+"""
+
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from checking import (
+    DTYPES,
+    SHAPES,
+    Checks,
+    Context,
+    assert_equal,
+    assert_sum_matches,
+    expect_error,
+    for_gloo,
+    from_gloo,
+)
+
+check = Checks()
+
+# ---- all_gather (list form) ------------------------------------------------
+
+
+@check()
+def all_gather_every_dtype_and_shape(ctx: Context) -> None:
+    for seed, dtype in enumerate(DTYPES):
+        for shape in SHAPES:
+            tensor = ctx.make(dtype, shape, seed)
+            ours = [torch.full_like(tensor, 0) for _ in range(ctx.world)]
+            reference = [for_gloo(torch.full_like(tensor, 0)) for _ in range(ctx.world)]
+            dist.all_gather(ours, tensor)
+            dist.all_gather(reference, for_gloo(tensor), group=ctx.gloo)
+            for r in range(ctx.world):
+                assert_equal(ours[r], from_gloo(reference[r], dtype), f"all_gather {dtype} {shape} block {r}")
+
+
+@check()
+def all_gather_non_contiguous_input_and_outputs(ctx: Context) -> None:
+    tensor = ctx.make(torch.float32, (4, 3), 1).t()  # transposed view
+    assert not tensor.is_contiguous()
+    ours = [torch.zeros(4, 3).t() for _ in range(ctx.world)]  # non-contiguous outputs
+    reference = [torch.zeros(3, 4) for _ in range(ctx.world)]
+    dist.all_gather(ours, tensor)
+    dist.all_gather(reference, tensor.contiguous(), group=ctx.gloo)
+    for r in range(ctx.world):
+        assert_equal(ours[r].contiguous(), reference[r], f"non-contiguous block {r}")
+
+
+@check()
+def all_gather_large_message_uses_ring(ctx: Context) -> None:
+    tensor = ctx.make(torch.float32, (300_000,), 2)  # 1.2 MB: above the small-message limit
+    ours = [torch.empty_like(tensor) for _ in range(ctx.world)]
+    reference = [torch.empty_like(tensor) for _ in range(ctx.world)]
+    dist.all_gather(ours, tensor)
+    dist.all_gather(reference, tensor, group=ctx.gloo)
+    for r in range(ctx.world):
+        assert_equal(ours[r], reference[r], f"large all_gather block {r}")
+
+
+# ---- all_gather_into_tensor ------------------------------------------------
+
+
+@check()
+def all_gather_into_tensor_concatenated_and_stacked(ctx: Context) -> None:
+    for seed, dtype in enumerate(DTYPES):
+        for shape in [(), (0,), (5,), (3, 4)]:
+            tensor = ctx.make(dtype, shape, 100 + seed)
+            layouts = {"stacked": (ctx.world, *shape)}
+            if len(shape) > 0:
+                layouts["concatenated"] = (ctx.world * shape[0], *shape[1:])
+            for layout, out_shape in layouts.items():
+                ours = torch.zeros(out_shape, dtype=dtype)
+                dist.all_gather_into_tensor(ours, tensor)
+                # gloo's own all_gather_into_tensor rejects 0-dim inputs, so
+                # the reference is its list form, concatenated.
+                blocks = [for_gloo(torch.zeros_like(tensor)) for _ in range(ctx.world)]
+                dist.all_gather(blocks, for_gloo(tensor), group=ctx.gloo)
+                reference = torch.cat([b.reshape(-1) for b in blocks]).reshape(out_shape)
+                assert_equal(ours, from_gloo(reference, dtype), f"all_gather_into_tensor {dtype} {shape} {layout}")
+
+
+@check()
+def all_gather_into_tensor_non_contiguous_input(ctx: Context) -> None:
+    tensor = ctx.make(torch.int64, (5, 2), 7).t()
+    ours = torch.zeros(ctx.world * 2, 5, dtype=torch.int64)
+    dist.all_gather_into_tensor(ours, tensor)
+    reference = torch.zeros(ctx.world * 2, 5, dtype=torch.int64)
+    dist.all_gather_into_tensor(reference, tensor.contiguous(), group=ctx.gloo)
+    assert_equal(ours, reference, "non-contiguous input")
+
+
+@check()
+def all_gather_into_tensor_in_place_view(ctx: Context) -> None:
+    # The FSDP pattern: the input is this rank's slice of the output.
+    output = torch.zeros(ctx.world * 6)
+    output[ctx.rank * 6 : (ctx.rank + 1) * 6] = ctx.make(torch.float32, (6,), 8)
+    reference = output.clone()
+    dist.all_gather_into_tensor(output, output[ctx.rank * 6 : (ctx.rank + 1) * 6])
+    dist.all_gather_into_tensor(reference, reference[ctx.rank * 6 : (ctx.rank + 1) * 6].clone(), group=ctx.gloo)
+    assert_equal(output, reference, "in-place all_gather_into_tensor")
+
+
+# ---- broadcast -----------------------------------------------------------------
+
+
+@check()
+def broadcast_every_dtype_from_every_source(ctx: Context) -> None:
+    for src in range(ctx.world):
+        for seed, dtype in enumerate(DTYPES):
+            for shape in [(), (0,), (7,), (3, 4)]:
+                ours = ctx.make(dtype, shape, 200 + seed)
+                reference = for_gloo(ours)
+                dist.broadcast(ours, src=src)
+                dist.broadcast(reference, src=src, group=ctx.gloo)
+                assert_equal(ours, from_gloo(reference, dtype), f"broadcast {dtype} {shape} from {src}")
+
+
+@check()
+def broadcast_non_contiguous_and_large(ctx: Context) -> None:
+    ours = ctx.make(torch.float32, (6, 5), 9).t()
+    reference = ours.clone()
+    dist.broadcast(ours, src=ctx.world - 1)
+    dist.broadcast(reference, src=ctx.world - 1, group=ctx.gloo)
+    assert_equal(ours, reference, "non-contiguous broadcast")
+    big = ctx.make(torch.float64, (200_000,), 10)
+    big_reference = big.clone()
+    dist.broadcast(big, src=0)
+    dist.broadcast(big_reference, src=0, group=ctx.gloo)
+    assert_equal(big, big_reference, "1.6 MB broadcast")
+
+
+# ---- all_reduce SUM ---------------------------------------------------------------
+
+
+@check()
+def all_reduce_sum_every_dtype(ctx: Context) -> None:
+    # 40,000 elements exceed the small-message limit for every dtype wider
+    # than one byte, so both the direct and the ring algorithm are covered.
+    for seed, dtype in enumerate(DTYPES):
+        for shape in [(), (0,), (7,), (3, 4), (40_000,)]:
+            inputs = ctx.make(dtype, shape, 300 + seed)
+            ours = inputs.clone()
+            reference = for_gloo(inputs)
+            dist.all_reduce(ours)
+            dist.all_reduce(reference, group=ctx.gloo)
+            assert_sum_matches(ctx, ours, from_gloo(reference, dtype), inputs, f"all_reduce {dtype} {shape}")
+
+
+REDUCE_OPS = {
+    "PRODUCT": dist.ReduceOp.PRODUCT,
+    "MIN": dist.ReduceOp.MIN,
+    "MAX": dist.ReduceOp.MAX,
+    "BAND": dist.ReduceOp.BAND,
+    "BOR": dist.ReduceOp.BOR,
+    "BXOR": dist.ReduceOp.BXOR,
+}
+
+
+@check()
+def all_reduce_other_ops_every_dtype_equal_gloo(ctx: Context) -> None:
+    # Exact comparisons: products of small integers and of floats near 1 in
+    # rank order, min/max pick values, bitwise ops are exact.
+    for name, op in REDUCE_OPS.items():
+        for seed, dtype in enumerate(DTYPES):
+            if dtype.is_complex and name != "SUM":
+                continue  # torch itself refuses these on complex tensors (ValueError)
+            if (dtype.is_floating_point or dtype.is_complex) and name.startswith("B"):
+                continue
+            if dtype in (torch.float16, torch.bfloat16) and name == "PRODUCT":
+                continue  # gloo computes half products differently (checked below against torch)
+            for shape in [(), (0,), (7,), (40_000,)]:
+                inputs = ctx.make(dtype, shape, 700 + seed)
+                if name == "PRODUCT" and not dtype.is_complex and dtype != torch.bool:
+                    inputs = (inputs % 3 + 1).to(dtype) if not dtype.is_floating_point else 1 + inputs / 64
+                ours = inputs.clone()
+                reference = for_gloo(inputs)
+                dist.all_reduce(ours, op=op)
+                dist.all_reduce(reference, op=op, group=ctx.gloo)
+                expected = from_gloo(reference, dtype)
+                if name == "PRODUCT" and (dtype.is_floating_point or dtype.is_complex):
+                    assert torch.allclose(ours, expected, rtol=1e-5), f"{name} {dtype} {shape}"
+                else:
+                    assert_equal(ours, expected, f"all_reduce {name} {dtype} {shape}")
+
+
+@check()
+def all_reduce_min_max_propagate_nan_and_half_products_round_like_torch(ctx: Context) -> None:
+    values = torch.tensor([1.0, float("nan") if ctx.rank == 0 else 2.0, -3.0])
+    for op in (dist.ReduceOp.MIN, dist.ReduceOp.MAX):
+        tensor = values.clone()
+        dist.all_reduce(tensor, op=op)
+        assert torch.isnan(tensor[1]), "NaN must win, as in torch.minimum/maximum"
+    for dtype in (torch.float16, torch.bfloat16):
+        mine = (1 + ctx.make(torch.float32, (100,), 800) / 16).to(dtype)
+        everyone = [torch.empty_like(mine) for _ in range(ctx.world)]
+        dist.all_gather(everyone, mine, group=ctx.gloo)
+        expected = everyone[0].clone()
+        for other in everyone[1:]:
+            expected = (expected.float() * other.float()).to(dtype)  # pairwise, rounded each time
+        dist.all_reduce(mine, op=dist.ReduceOp.PRODUCT)
+        assert_equal(mine, expected, f"PRODUCT {dtype}")
+
+
+@check()
+def all_reduce_results_identical_on_all_ranks(ctx: Context) -> None:
+    for shape in [(100,), (100_000,)]:
+        tensor = ctx.make(torch.float32, shape, 11)
+        dist.all_reduce(tensor)
+        everyone = [torch.empty_like(tensor) for _ in range(ctx.world)]
+        dist.all_gather(everyone, tensor, group=ctx.gloo)
+        for r in range(ctx.world):
+            assert_equal(everyone[r], everyone[0], f"rank {r} result differs from rank 0's ({shape})")
+
+
+@check()
+def all_reduce_non_contiguous(ctx: Context) -> None:
+    inputs = ctx.make(torch.float64, (8, 3), 12).t()
+    ours = inputs.clone()  # clone keeps the transposed strides
+    assert not ours.is_contiguous()
+    reference = inputs.clone()
+    dist.all_reduce(ours)
+    dist.all_reduce(reference, group=ctx.gloo)
+    assert_sum_matches(ctx, ours, reference, inputs, "non-contiguous all_reduce")
+
+
+# ---- 64 MiB per rank ---------------------------------------------------------------
+
+
+@check()
+def sixty_four_mib_per_rank(ctx: Context) -> None:
+    # Known results instead of gloo: four more 64 MiB-per-rank runs would
+    # only slow the suite down. Integer data keeps every check exact.
+    count = (64 << 20) // 4
+    tensor = torch.arange(count, dtype=torch.int32) + ctx.rank
+    output = torch.empty(ctx.world * count, dtype=torch.int32)
+    dist.all_gather_into_tensor(output, tensor)
+    for r in range(ctx.world):
+        block = output[r * count : (r + 1) * count]
+        assert block[0].item() == r and block[-1].item() == count - 1 + r, f"64 MiB all_gather block {r}"
+        assert torch.equal(block, torch.arange(count, dtype=torch.int32) + r), f"64 MiB all_gather block {r}"
+    del output
+    outputs = [torch.empty(count, dtype=torch.int32) for _ in range(ctx.world)]
+    dist.all_gather(outputs, tensor)
+    for r in range(ctx.world):
+        assert torch.equal(outputs[r] - r, torch.arange(count, dtype=torch.int32)), f"64 MiB list block {r}"
+    del outputs
+    reduced = tensor.clone()
+    dist.all_reduce(reduced)
+    expected = torch.arange(count, dtype=torch.int32) * ctx.world + ctx.world * (ctx.world - 1) // 2
+    assert torch.equal(reduced, expected), "64 MiB all_reduce"
+    payload = tensor if ctx.rank == ctx.world - 1 else torch.zeros_like(tensor)
+    dist.broadcast(payload, src=ctx.world - 1)
+    assert torch.equal(payload, torch.arange(count, dtype=torch.int32) + ctx.world - 1), "64 MiB broadcast"
+
+
+# ---- object collectives (built by torch on all_gather and broadcast) -------------
+
+
+@check()
+def all_gather_object_and_broadcast_object_list(ctx: Context) -> None:
+    # Objects of different pickled sizes on each rank.
+    mine = {"rank": ctx.rank, "payload": "x" * (10 + 1000 * ctx.rank), "list": list(range(ctx.rank))}
+    gathered = [None] * ctx.world
+    dist.all_gather_object(gathered, mine)
+    for r in range(ctx.world):
+        assert gathered[r] == {"rank": r, "payload": "x" * (10 + 1000 * r), "list": list(range(r))}, r
+    objects = [("config", ctx.world), {"lr": 0.1}] if ctx.rank == ctx.world - 1 else [None, None]
+    dist.broadcast_object_list(objects, src=ctx.world - 1)
+    assert objects == [("config", ctx.world), {"lr": 0.1}]
+
+
+# ---- bad input: refused before anything is sent -------------------------------
+
+
+@check()
+def error_output_list_wrong_length(ctx: Context) -> None:
+    tensor = torch.tensor([ctx.rank])
+    expect_error(
+        ValueError,
+        [f"the output list holds {ctx.world + 1} tensors but the group has {ctx.world} ranks", "torch.empty_like"],
+        lambda: dist.all_gather([torch.empty_like(tensor) for _ in range(ctx.world + 1)], tensor),
+    )
+
+
+@check()
+def error_empty_output_list(ctx: Context) -> None:
+    # The classic mistake: out = []; dist.all_gather(out, tensor)
+    expect_error(
+        ValueError,
+        ["the output list is empty", f"range({ctx.world})", "torch.empty_like(tensor)"],
+        lambda: dist.all_gather([], torch.tensor([ctx.rank])),
+    )
+
+
+@check()
+def error_outputs_preallocated_with_torch_tensor_empty(ctx: Context) -> None:
+    # The other classic: out = [torch.tensor([]) for _ in range(world)]
+    expect_error(
+        ValueError,
+        ["output tensor 0 has shape [0] but the input has shape [2, 3]", "torch.tensor([])", "torch.empty_like"],
+        lambda: dist.all_gather([torch.tensor([]) for _ in range(ctx.world)], torch.rand(2, 3)),
+    )
+    # With an integer input torch's own dtype check fires first.
+    expect_error(
+        ValueError,
+        ["Invalid usage of tensors with different dtypes"],
+        lambda: dist.all_gather([torch.tensor([]) for _ in range(ctx.world)], torch.tensor([ctx.rank])),
+    )
+
+
+@check()
+def error_output_shape_differs(ctx: Context) -> None:
+    expect_error(
+        ValueError,
+        [f"output tensor {ctx.world - 1} has shape [4] but the input has shape [3]"],
+        lambda: dist.all_gather([torch.zeros(3)] * (ctx.world - 1) + [torch.zeros(4)], torch.zeros(3)),
+    )
+
+
+@check()
+def error_all_gather_into_tensor_wrong_size(ctx: Context) -> None:
+    stacked = f"[{ctx.world}, 2, 3]"
+    concatenated = f"[{ctx.world * 2}, 3]"
+    expect_error(
+        ValueError,
+        ["must hold world_size", f"{6 * ctx.world} elements", concatenated, stacked],
+        lambda: dist.all_gather_into_tensor(torch.zeros(ctx.world * 6 + 1), torch.zeros(2, 3)),
+    )
+
+
+@check()
+def error_all_gather_into_tensor_dtype_differs(ctx: Context) -> None:
+    expect_error(
+        TypeError,
+        ["all_gather_into_tensor: the output tensor has dtype Long but the input has dtype Float"],
+        lambda: dist.all_gather_into_tensor(torch.zeros(ctx.world * 2, dtype=torch.int64), torch.zeros(2)),
+    )
+
+
+@check()
+def error_unsupported_reduce_op(ctx: Context) -> None:
+    expect_error(
+        NotImplementedError,
+        ["ucxcoll: all_reduce does not support ReduceOp.AVG yet; supported: SUM, PRODUCT, MIN, MAX"],
+        lambda: dist.all_reduce(torch.ones(3), op=dist.ReduceOp.AVG),
+    )
+    # torch refuses MAX on complex tensors before ucxcoll sees them;
+    # called directly, ucxcoll says so itself.
+    expect_error(
+        ValueError,
+        ["all_reduce does not support RedOpType.MAX on complex tensors"],
+        lambda: dist.all_reduce(torch.ones(3, dtype=torch.complex64), op=dist.ReduceOp.MAX),
+    )
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    options = dist.AllreduceOptions()
+    options.reduceOp = dist.ReduceOp.MAX
+    expect_error(
+        TypeError,
+        ["ucxcoll: all_reduce: ReduceOp.MAX is not defined for dtype complex64"],
+        lambda: backend.allreduce([torch.ones(3, dtype=torch.complex64)], options),
+    )
+    expect_error(
+        TypeError,
+        ["ucxcoll: all_reduce: ReduceOp.BXOR is not defined for dtype float32"],
+        lambda: dist.all_reduce(torch.ones(3), op=dist.ReduceOp.BXOR),
+    )
+
+
+@check(needs_gpu=True)
+def error_cuda_tensor_not_supported_yet(ctx: Context) -> None:
+    tensor = torch.ones(3, device="cuda")
+    expect_error(NotImplementedError, ["CUDA tensors are not supported yet"], lambda: dist.all_reduce(tensor))
+
+
+@check()
+def group_still_works_after_refused_input(ctx: Context) -> None:
+    tensor = torch.full((4,), float(ctx.rank))
+    dist.all_reduce(tensor)
+    assert torch.equal(tensor, torch.full((4,), ctx.world * (ctx.world - 1) / 2))
+
+
+# ---- ranks that disagree, peers that never come: errors, not hangs ---------------
+
+
+@check(min_world=2)
+def error_ranks_disagree_about_size(ctx: Context) -> None:
+    group = dist.new_group(backend="ucxcoll", timeout=timedelta(seconds=10))
+    count = 4 if ctx.rank == 0 else 8
+    outputs = [torch.zeros(count) for _ in range(ctx.world)]
+    try:
+        dist.all_gather(outputs, torch.ones(count), group=group)
+    except dist.DistBackendError as error:
+        assert "all_gather #0" in str(error), str(error)
+        assert "ranks disagree about the tensor sizes" in str(error) or "timed out" in str(error), str(error)
+    else:
+        # A rank whose receives all matched may finish; rank 0 (smaller
+        # buffers) always receives too much and must fail.
+        assert ctx.rank != 0, "rank 0 received 32-byte messages into 16-byte buffers and did not fail"
+        return
+    # The group failed: later collectives fail fast with the original cause.
+    expect_error(dist.DistBackendError, ["failed earlier", "all_gather #0"], lambda: dist.barrier(group=group))
+
+
+@check(min_world=2)
+def error_timeout_names_the_missing_rank(ctx: Context) -> None:
+    group = dist.new_group(backend="ucxcoll", timeout=timedelta(seconds=2))
+    if ctx.rank == 0:
+        return  # rank 0 never joins the collective
+    expect_error(
+        dist.DistBackendError,
+        ["all_reduce #0", "timeout 2000 ms", "timed out", "no data from rank(s) [0"],
+        lambda: dist.all_reduce(torch.ones(4), group=group),
+    )
+    expect_error(dist.DistBackendError, ["failed earlier", "timed out"], lambda: dist.all_reduce(torch.ones(4), group=group))
+
+
