@@ -1,16 +1,24 @@
-"""Collective latency and bandwidth: ucxcoll and gloo side by side.
+"""Collective and point-to-point latency and bandwidth: ucxcoll and gloo
+side by side.
 
-    python benchmarks/bench_collectives.py [--nproc 2] [--json out.json]
+    python benchmarks/bench_collectives.py [--nproc 2] [--ops ...] [--sizes ...] [--json out.json]
 
 Starts --nproc ranks on this machine (or runs as one rank under torchrun).
 Every rank joins a ucxcoll group and a gloo group; each (operation, size)
 runs on both in the same processes, on the same buffers. Per iteration the
 ranks first meet in a barrier of the backend being measured, then rank 0
-times one collective; the table shows the median after warm-up.
+times one operation; the table shows the median after warm-up.
 
-size      bytes per rank (the input of all_gather, the buffer of all_reduce)
+Operations: all_gather_into_tensor, all_gather, all_reduce (every rank), and
+between ranks 0 and 1 (the others wait): ping_pong (rank 0 sends, rank 1
+sends it back; the time shown is half the round trip) and bidirectional
+(both isend and irecv at once; the time of the exchange).
+
+size      bytes per rank (the input of all_gather, the buffer of all_reduce,
+          the message of ping_pong/bidirectional)
 busbw     bus bandwidth as nccl-tests define it: all_gather moves
-          (n-1)/n x output bytes per rank, all_reduce 2(n-1)/n x buffer
+          (n-1)/n x output bytes per rank, all_reduce 2(n-1)/n x buffer;
+          ping_pong: size / one-way time; bidirectional: 2 x size / time
 speedup   gloo median / ucxcoll median (> 1: ucxcoll is faster)
 """
 
@@ -24,7 +32,7 @@ import sys
 import time
 
 SIZES = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20]
-OPERATIONS = ["all_gather_into_tensor", "all_gather", "all_reduce"]
+OPERATIONS = ["all_gather_into_tensor", "all_gather", "all_reduce", "ping_pong", "bidirectional"]
 
 
 def iterations_for(size: int) -> tuple[int, int]:
@@ -51,13 +59,29 @@ def run_rank(args) -> None:
             output = torch.empty(world * count, dtype=torch.float32)
             outputs = [torch.empty(count, dtype=torch.float32) for _ in range(world)]
             row = {"operation": operation, "bytes": count * 4, "world_size": world}
+            incoming = torch.empty(count, dtype=torch.float32)
             for backend, group in groups.items():
+                peer = 1 - rank if rank < 2 else None
                 if operation == "all_gather_into_tensor":
                     def step(): dist.all_gather_into_tensor(output, tensor, group=group)
                 elif operation == "all_gather":
                     def step(): dist.all_gather(outputs, tensor, group=group)
-                else:
+                elif operation == "all_reduce":
                     def step(): dist.all_reduce(tensor, group=group)
+                elif operation == "ping_pong":
+                    def step():
+                        if rank == 0:
+                            dist.send(tensor, dst=1, group=group)
+                            dist.recv(incoming, src=1, group=group)
+                        elif rank == 1:
+                            dist.recv(incoming, src=0, group=group)
+                            dist.send(incoming, dst=0, group=group)
+                else:  # bidirectional
+                    def step():
+                        if peer is not None:
+                            works = [dist.isend(tensor, dst=peer, group=group), dist.irecv(incoming, src=peer, group=group)]
+                            for work in works:
+                                work.wait()
                 warmup, timed = iterations_for(size)
                 for _ in range(warmup):
                     step()
@@ -68,7 +92,13 @@ def run_rank(args) -> None:
                     step()
                     times.append(time.perf_counter() - start)
                 median = statistics.median(times)
-                factor = (world - 1) / world * (2 if operation == "all_reduce" else world)
+                if operation == "ping_pong":
+                    median /= 2  # one way
+                    factor = 1
+                elif operation == "bidirectional":
+                    factor = 2
+                else:
+                    factor = (world - 1) / world * (2 if operation == "all_reduce" else world)
                 row[backend] = {
                     "median_us": median * 1e6,
                     "busbw_gbps": factor * count * 4 / median / 1e9,
@@ -112,9 +142,8 @@ def launch(args) -> int:
     for rank in range(args.nproc):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        command = [sys.executable, __file__, "--worker", "--ops", *args.ops, "--sizes", *map(str, args.sizes)]
-        if args.json:
-            command += ["--json", args.json]
+        command = [sys.executable, __file__, "--worker", "--ops", *args.ops, "--sizes", *map(str, args.sizes),
+                   "--json", args.json]
         procs.append(subprocess.Popen(command, env=env))
     return max(proc.wait() for proc in procs)
 
@@ -124,7 +153,8 @@ def main() -> None:
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--ops", nargs="+", default=OPERATIONS, choices=OPERATIONS)
     parser.add_argument("--sizes", nargs="+", type=int, default=SIZES)
-    parser.add_argument("--json", default="benchmarks/results/bench_collectives.json")
+    parser.add_argument("--json", default="benchmarks/results/bench_collectives.json",
+                        help="where to write the results ('' for nowhere)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker or "TORCHELASTIC_RUN_ID" in os.environ:

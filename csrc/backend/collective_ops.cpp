@@ -12,8 +12,14 @@
 namespace ucxcoll {
 namespace {
 
-c10::TypePtr tensorListType() {
-  return c10::ListType::create(c10::TensorType::get());
+const c10::TypePtr& tensorListType() {
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
+}
+
+const c10::TypePtr& listOfTensorListsType() {
+  static const c10::TypePtr type = c10::ListType::create(tensorListType());
+  return type;
 }
 
 // The buffer a collective writes into: the tensor itself when contiguous,
@@ -108,7 +114,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgather(std::vector<std::vector<at:
     return selectAllgather(c, input.data_ptr(), blocks, input.nbytes());
   };
   return runCollective(c10d::OpType::ALLGATHER, op, opts.timeout, opts.asyncOp, c10::IValue(result),
-                       c10::ListType::create(tensorListType()), withCopyBack(std::move(body), std::move(copies)));
+                       listOfTensorListsType(), withCopyBack(std::move(body), std::move(copies)));
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::all_gather_single(at::Tensor& outputBuffer, at::Tensor& inputBuffer,

@@ -1,7 +1,7 @@
 #pragma once
 // Agreeing on a group through the store torch hands the backend: every
-// rank's UCX worker address and the channel number its process gave the
-// group (see transport/tag.hpp).
+// rank's UCX worker address, the channel number its process gave the group
+// (see transport/tag.hpp), and which ranks share this host.
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -13,6 +13,7 @@ namespace ucxcoll {
 struct GroupRendezvous {
   std::vector<std::vector<uint8_t>> addresses;  // indexed by group rank
   std::vector<uint32_t> channels;               // indexed by group rank
+  int ranksOnThisHost = 1;                      // this one included
 };
 
 // Collective over the group's ranks; blocks (up to the store's timeout)

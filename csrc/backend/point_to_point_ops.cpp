@@ -17,9 +17,9 @@ namespace {
 class TensorTransfer final : public PointToPoint {
  public:
   TensorTransfer(Direction direction, std::shared_ptr<Group> group, int peer, int userTag, at::Tensor tensor,
-                 std::string name, std::chrono::milliseconds timeout)
+                 uint64_t number, std::chrono::milliseconds timeout)
       : TensorTransfer(direction, std::move(group), peer, userTag, tensor,
-                       tensor.is_contiguous() ? tensor : tensor.contiguous(), std::move(name), timeout) {}
+                       tensor.is_contiguous() ? tensor : tensor.contiguous(), number, timeout) {}
 
   void reportTo(c10::intrusive_ptr<UcxWork> work) { work_ = std::move(work); }
 
@@ -35,9 +35,9 @@ class TensorTransfer final : public PointToPoint {
 
  private:
   TensorTransfer(Direction direction, std::shared_ptr<Group> group, int peer, int userTag, at::Tensor tensor,
-                 at::Tensor buffer, std::string name, std::chrono::milliseconds timeout)
+                 at::Tensor buffer, uint64_t number, std::chrono::milliseconds timeout)
       : PointToPoint(direction, std::move(group), peer, static_cast<uint64_t>(userTag), buffer.data_ptr(),
-                     buffer.nbytes(), std::move(name), timeout),
+                     buffer.nbytes(), number, timeout),
         tensor_(std::move(tensor)),
         buffer_(std::move(buffer)) {}
 
@@ -46,15 +46,16 @@ class TensorTransfer final : public PointToPoint {
   c10::intrusive_ptr<UcxWork> work_;
 };
 
-c10::TypePtr tensorListType() {
-  return c10::ListType::create(c10::TensorType::get());
+const c10::TypePtr& tensorListType() {
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
 }
 
 }  // namespace
 
 template <typename MakeTransfer>
-c10::intrusive_ptr<c10d::Work> UcxBackend::runTransfer(c10d::OpType opType, const char* opName, const std::string& what,
-                                                       c10::IValue result, MakeTransfer make) {
+c10::intrusive_ptr<c10d::Work> UcxBackend::runTransfer(c10d::OpType opType, const char* opName, c10::IValue result,
+                                                       MakeTransfer make) {
   engine_->destroyRetired();  // before any lock: may free tensors
   checkUsable(opName);
   {
@@ -63,8 +64,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runTransfer(c10d::OpType opType, cons
   }
   uint64_t number = transfers_.fetch_add(1);
   const std::chrono::milliseconds timeout = timeout_.load();
-  std::unique_ptr<TensorTransfer> op =
-      make(describe(std::string(opName) + " #" + std::to_string(number) + what, timeout), timeout);
+  std::unique_ptr<TensorTransfer> op = make(number, timeout);
   auto work = makeWork(*op, opType, opName, std::move(result), tensorListType(), number);
   op->reportTo(work);
   // Started right away when possible; waiting on the Work then drives.
@@ -78,10 +78,9 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::send(std::vector<at::Tensor>& tensors
   checkPeer(op, dstRank, size_, "destination");
   checkTag(op, tag);
   at::Tensor tensor = tensors[0];
-  std::string what = " to rank " + std::to_string(dstRank) + " (tag " + std::to_string(tag) + ")";
-  return runTransfer(c10d::OpType::SEND, op, what, c10::IValue(tensors), [&](std::string name, auto timeout) {
-    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Send, group_, dstRank, tag, tensor,
-                                            std::move(name), timeout);
+  return runTransfer(c10d::OpType::SEND, op, c10::IValue(tensors), [&](uint64_t number, auto timeout) {
+    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Send, group_, dstRank, tag, tensor, number,
+                                            timeout);
   });
 }
 
@@ -91,10 +90,9 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::recv(std::vector<at::Tensor>& tensors
   checkPeer(op, srcRank, size_, "source");
   checkTag(op, tag);
   at::Tensor tensor = tensors[0];
-  std::string what = " from rank " + std::to_string(srcRank) + " (tag " + std::to_string(tag) + ")";
-  return runTransfer(c10d::OpType::RECV, op, what, c10::IValue(tensors), [&](std::string name, auto timeout) {
-    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, group_, srcRank, tag, tensor,
-                                            std::move(name), timeout);
+  return runTransfer(c10d::OpType::RECV, op, c10::IValue(tensors), [&](uint64_t number, auto timeout) {
+    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, group_, srcRank, tag, tensor, number,
+                                            timeout);
   });
 }
 
@@ -103,10 +101,9 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::recvAnysource(std::vector<at::Tensor>
   checkSingleTensor(op, tensors, "tensor");
   checkTag(op, tag);
   at::Tensor tensor = tensors[0];
-  std::string what = " from any rank (tag " + std::to_string(tag) + ")";
-  return runTransfer(c10d::OpType::RECVANYSOURCE, op, what, c10::IValue(tensors), [&](std::string name, auto timeout) {
+  return runTransfer(c10d::OpType::RECVANYSOURCE, op, c10::IValue(tensors), [&](uint64_t number, auto timeout) {
     return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, group_, PointToPoint::kAnySource, tag,
-                                            tensor, std::move(name), timeout);
+                                            tensor, number, timeout);
   });
 }
 

@@ -28,6 +28,7 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
     try {
       GroupRendezvous peers = rendezvous(store, rank, size, engine_->address(), channel);
       group_ = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels));
+      engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
     } catch (...) {
       engine_->releaseChannel(channel);
       throw;
@@ -85,20 +86,17 @@ void UcxBackend::checkUsable(const char* opName) {
   }
 }
 
-std::string UcxBackend::describe(const std::string& what, std::chrono::milliseconds timeout) const {
-  return what + " on group \"" + groupName_ + "\" (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-         ", timeout " + std::to_string(timeout.count()) + " ms)";
-}
-
 c10::intrusive_ptr<UcxWork> UcxBackend::makeWork(Operation& op, c10d::OpType opType, const char* opName,
                                                  c10::IValue result, c10::TypePtr resultType, uint64_t sequence) {
   auto work = c10::make_intrusive<UcxWork>(engine_, op.sharedCompletion(), rank_, opType,
                                            (std::string("ucxcoll:") + opName).c_str(), std::move(result),
                                            std::move(resultType), sequence);
   op.onComplete = [work](std::exception_ptr error) { work->completeFuture(error); };
-  std::lock_guard<std::mutex> lock(coalescingMutex_);
-  if (coalescing_) {
-    batch_.push_back(work);
+  if (coalescing_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(coalescingMutex_);
+    if (coalescing_.load(std::memory_order_relaxed)) {
+      batch_.push_back(work);
+    }
   }
   return work;
 }
@@ -117,9 +115,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runCollective(c10d::OpType opType, co
   std::unique_lock<std::mutex> lock(submitMutex_);
   TORCH_CHECK(!closed_, "ucxcoll: ", opName, " called on a process group that was shut down");
   uint64_t sequence = group_->takeSequence();
-  auto op =
-      std::make_unique<Collective>(group_, sequence, describe(opName + (" #" + std::to_string(sequence)), timeout),
-                                   timeout, std::move(body), workspace_);
+  auto op = std::make_unique<Collective>(group_, sequence, opName, timeout, std::move(body), workspace_);
   auto work = makeWork(*op, opType, opName, std::move(result), std::move(resultType), sequence);
   auto completion = op->sharedCompletion();
   Engine::Lease lease = engine_->submit(std::move(op), !asyncOp);
@@ -132,15 +128,15 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runCollective(c10d::OpType opType, co
 
 void UcxBackend::startCoalescing() {
   std::lock_guard<std::mutex> lock(coalescingMutex_);
-  TORCH_CHECK(!coalescing_, "ucxcoll: startCoalescing() called again before endCoalescing()");
-  coalescing_ = true;
+  TORCH_CHECK(!coalescing_.load(), "ucxcoll: startCoalescing() called again before endCoalescing()");
   batch_.clear();
+  coalescing_.store(true, std::memory_order_release);
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::endCoalescing() {
   std::lock_guard<std::mutex> lock(coalescingMutex_);
-  TORCH_CHECK(coalescing_, "ucxcoll: endCoalescing() called without startCoalescing()");
-  coalescing_ = false;
+  TORCH_CHECK(coalescing_.load(), "ucxcoll: endCoalescing() called without startCoalescing()");
+  coalescing_.store(false, std::memory_order_release);
   return c10::make_intrusive<CoalescedWork>(rank_, std::move(batch_));
 }
 

@@ -74,13 +74,12 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> runCollective(c10d::OpType opType, const char* opName,
                                                std::chrono::milliseconds requestedTimeout, bool asyncOp,
                                                c10::IValue result, c10::TypePtr resultType, Collective::Body body);
-  // Hand over a point-to-point transfer built by `make(name, timeout)`.
+  // Hand over a point-to-point transfer built by `make(number, timeout)`.
   template <typename MakeTransfer>
-  c10::intrusive_ptr<c10d::Work> runTransfer(c10d::OpType opType, const char* opName, const std::string& what,
-                                             c10::IValue result, MakeTransfer make);
+  c10::intrusive_ptr<c10d::Work> runTransfer(c10d::OpType opType, const char* opName, c10::IValue result,
+                                             MakeTransfer make);
   c10::intrusive_ptr<UcxWork> makeWork(Operation& op, c10d::OpType opType, const char* opName, c10::IValue result,
                                        c10::TypePtr resultType, uint64_t sequence);
-  std::string describe(const std::string& what, std::chrono::milliseconds timeout) const;
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
   // Refuse (fail fast) once the group failed or was shut down.
   void checkUsable(const char* opName);
@@ -95,8 +94,8 @@ class UcxBackend : public c10d::Backend {
   bool closed_ = false;                 // guarded by submitMutex_
   std::atomic<uint64_t> transfers_{0};  // point-to-point numbering, for messages
 
-  std::mutex coalescingMutex_;
-  bool coalescing_ = false;
+  std::mutex coalescingMutex_;  // guards batch_ (and changes of coalescing_)
+  std::atomic<bool> coalescing_{false};
   std::vector<c10::intrusive_ptr<UcxWork>> batch_;
 };
 

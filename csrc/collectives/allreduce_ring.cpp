@@ -5,18 +5,17 @@
 // block to everyone. Each rank sends 2(n-1)/n of the buffer, the minimum.
 // Every block is reduced along one path, so all ranks end bit-identical.
 //
-// Blocks travel in chunks, and nothing waits for a whole block: a chunk is
-// reduced as soon as it has arrived (while still in cache) and sent on at
-// once, so the neighbour fetches chunk k while this rank reduces chunk k+1;
-// the last step's reduced chunks enter the all-gather immediately. Up to
-// kWindow chunks are received ahead into scratch. Messages come from the
-// left neighbour in order, one slot per phase.
+// The reduce-scatter moves each block in chunks, double-buffered: chunk
+// k+1 is posted (received into the second half of a 2-chunk scratch area,
+// sent from the block) before chunk k is reduced, so it is on its way while
+// this rank reduces chunk k, and each chunk is reduced right after it
+// arrived, while still in cache. The all-gather moves whole blocks, straight
+// into place. Messages come from the left neighbour in order; each phase has
+// its own slot.
 //
-// On a 2-core machine with CMA (the receiver copies), transfer and
-// reduction share a core, so the gain is in fewer stalls rather than in
-// parallel work; where the sender copies (shared-memory pipelining, RDMA
-// put) the neighbour's transfer of chunk k+1 runs while this rank reduces
-// chunk k.
+// Where the receiver does the copy (UCX's CMA rendezvous on one host), the
+// fetch of chunk k+1 and the reduction of chunk k share a core; the overlap
+// then only removes waiting, not work (see docs/ARCHITECTURE.md, data path).
 
 #include <algorithm>
 #include <vector>
@@ -28,7 +27,6 @@ namespace ucxcoll {
 namespace {
 
 constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
-constexpr std::size_t kWindow = 2;
 constexpr uint32_t kReduceScatterSlot = 0;
 constexpr uint32_t kAllgatherSlot = 1;
 constexpr uint32_t kSizeSlot = 2;
@@ -54,11 +52,6 @@ class Blocks {
   std::size_t count_;
   std::size_t n_;
   std::size_t chunkElements_;
-};
-
-struct Piece {
-  int block;
-  std::size_t chunk;
 };
 
 }  // namespace
@@ -96,82 +89,51 @@ Task allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type
 
   const Blocks blocks(count, n, std::max<std::size_t>(1, kChunkBytes / element));
   auto* base = static_cast<std::byte*>(buffer);
-  auto data = [&](const Piece& p) { return base + blocks.chunkStart(p.block, p.chunk) * element; };
-  auto bytes = [&](const Piece& p) { return blocks.chunkElements(p.block, p.chunk) * element; };
+  auto chunkData = [&](int block, std::size_t chunk) { return base + blocks.chunkStart(block, chunk) * element; };
+  auto chunkBytes = [&](int block, std::size_t chunk) { return blocks.chunkElements(block, chunk) * element; };
+  const std::size_t landingBytes = blocks.chunkElements(0, 0) * element;
+  std::byte* landing = c.scratch(2 * landingBytes);
 
-  // In reduce-scatter step s a rank receives block me-s-1 (and sends on the
-  // block it reduced in step s-1); after n-1 steps it owns block me+1. In
-  // all-gather step t it receives block me-t.
-  std::vector<Piece> toReduce;
-  std::vector<Piece> toGather;
+  // Reduce-scatter: in step s a rank passes on block me-s (its own data in
+  // step 0, then what it reduced the step before) and receives block
+  // me-s-1, which it adds to its own part. Chunk k+1 is posted before
+  // chunk k is reduced, so the neighbour fetches it meanwhile.
   for (int step = 0; step < n - 1; ++step) {
-    for (std::size_t chunk = 0; chunk < blocks.chunks((me - step - 1 + n) % n); ++chunk) {
-      toReduce.push_back({(me - step - 1 + n) % n, chunk});
-    }
-    for (std::size_t chunk = 0; chunk < blocks.chunks((me - step + n) % n); ++chunk) {
-      toGather.push_back({(me - step + n) % n, chunk});
-    }
-  }
-  const int ownedBlock = (me + 1) % n;
-  const int lastForwardedBlock = (me + 2) % n;  // received in the last all-gather step
-
-  // Reduce-scatter step 0 sends this rank's own block as it is. A block's
-  // region receives its final value in the all-gather only once what the
-  // reduce-scatter sent from it has been taken.
-  std::vector<std::vector<Request*>> sentFrom(static_cast<std::size_t>(n));
-  for (std::size_t chunk = 0; chunk < blocks.chunks(me); ++chunk) {
-    Piece piece{me, chunk};
-    sentFrom[me].push_back(&c.send(right, kReduceScatterSlot, data(piece), bytes(piece)));
-  }
-
-  std::byte* landing = c.scratch(kWindow * blocks.chunkElements(0, 0) * element);
-  auto landingFor = [&](std::size_t i) { return landing + (i % kWindow) * blocks.chunkElements(0, 0) * element; };
-  std::vector<Request*> reduceArrivals(toReduce.size());
-  for (std::size_t i = 0; i < std::min(kWindow, toReduce.size()); ++i) {
-    reduceArrivals[i] = &c.recv(left, kReduceScatterSlot, landingFor(i), bytes(toReduce[i]));
-  }
-  std::vector<Request*> gatherArrivals(toGather.size());
-  std::size_t gatherPosted = 0;
-  auto postGatherReceives = [&] {
-    while (gatherPosted < toGather.size()) {
-      const Piece& piece = toGather[gatherPosted];
-      const auto& sent = sentFrom[piece.block];
-      if (piece.chunk >= sent.size() || !sent[piece.chunk]->ended()) {
-        break;
+    const int sendBlock = (me - step + n) % n;
+    const int recvBlock = (me - step - 1 + n) % n;
+    const std::size_t rounds = std::max(blocks.chunks(sendBlock), blocks.chunks(recvBlock));
+    Request* arriving[2] = {nullptr, nullptr};
+    auto post = [&](std::size_t k) {
+      if (k < blocks.chunks(recvBlock)) {
+        arriving[k % 2] = &c.recv(left, kReduceScatterSlot, landing + (k % 2) * landingBytes, chunkBytes(recvBlock, k));
       }
-      gatherArrivals[gatherPosted++] = &c.recv(left, kAllgatherSlot, data(piece), bytes(piece));
+      if (k < blocks.chunks(sendBlock)) {
+        c.send(right, kReduceScatterSlot, chunkData(sendBlock, k), chunkBytes(sendBlock, k));
+      }
+    };
+    post(0);
+    for (std::size_t k = 0; k < rounds; ++k) {
+      if (k + 1 < rounds) {
+        post(k + 1);
+      }
+      if (k < blocks.chunks(recvBlock)) {
+        co_await *arriving[k % 2];
+        reduceInto(reduction, type, chunkData(recvBlock, k), landing + (k % 2) * landingBytes,
+                   blocks.chunkElements(recvBlock, k));
+      }
     }
-  };
-
-  for (std::size_t i = 0; i < toReduce.size(); ++i) {
-    co_await *reduceArrivals[i];
-    const Piece& piece = toReduce[i];
-    reduceInto(reduction, type, data(piece), landingFor(i), blocks.chunkElements(piece.block, piece.chunk));
-    if (i + kWindow < toReduce.size()) {
-      reduceArrivals[i + kWindow] =
-          &c.recv(left, kReduceScatterSlot, landingFor(i + kWindow), bytes(toReduce[i + kWindow]));
-    }
-    if (piece.block == ownedBlock) {
-      c.send(right, kAllgatherSlot, data(piece), bytes(piece));  // final: all-gather step 0
-    } else {
-      sentFrom[piece.block].push_back(&c.send(right, kReduceScatterSlot, data(piece), bytes(piece)));
-    }
-    postGatherReceives();
-  }
-  while (gatherPosted < toGather.size()) {
-    const Piece& piece = toGather[gatherPosted];
-    co_await *sentFrom[piece.block][piece.chunk];
-    postGatherReceives();
+    co_await c.all();
   }
 
-  for (std::size_t i = 0; i < toGather.size(); ++i) {
-    co_await *gatherArrivals[i];
-    const Piece& piece = toGather[i];
-    if (piece.block != lastForwardedBlock) {
-      c.send(right, kAllgatherSlot, data(piece), bytes(piece));
-    }
+  // All-gather: rank me now owns the reduced block me+1; in step t it
+  // passes on block me+1-t and receives block me-t, straight into place.
+  for (int step = 0; step < n - 1; ++step) {
+    const int sendBlock = (me + 1 - step + n) % n;
+    const int recvBlock = (me - step + n) % n;
+    c.recv(left, kAllgatherSlot, chunkData(recvBlock, 0), blocks.elements(recvBlock) * element);
+    c.send(right, kAllgatherSlot, chunkData(sendBlock, 0), blocks.elements(sendBlock) * element);
+    co_await c.all();
   }
-  co_await c.all();
 }
 
 }  // namespace ucxcoll

@@ -16,12 +16,13 @@ std::byte* Workspace::get(std::size_t bytes) {
   return buffer_.get();
 }
 
-Collective::Collective(std::shared_ptr<Group> group, uint64_t sequence, std::string name,
+Collective::Collective(std::shared_ptr<Group> group, uint64_t sequence, const char* what,
                        std::chrono::milliseconds timeout, Body body, std::shared_ptr<Workspace> workspace)
-    : Operation(Kind::Collective, group, std::move(name), timeout),
+    : Operation(Kind::Collective, group, timeout),
       rank_(group->rank()),
       size_(group->size()),
       sequence_(sequence),
+      what_(what),
       body_(std::move(body)),
       workspace_(workspace ? std::move(workspace) : std::make_shared<Workspace>()) {}
 

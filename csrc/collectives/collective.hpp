@@ -38,8 +38,9 @@ class Collective : public Operation {
  public:
   using Body = std::function<Task(Collective&)>;
 
-  // `name` is used in error messages, e.g. `all_gather #12 on group "0" (rank 1 of 2, timeout 30000 ms)`.
-  Collective(std::shared_ptr<Group> group, uint64_t sequence, std::string name, std::chrono::milliseconds timeout,
+  // `what` (static storage, e.g. "all_gather") and the sequence number name
+  // it in errors: `all_gather #12 on group "0" (rank 1 of 2, timeout 30000 ms)`.
+  Collective(std::shared_ptr<Group> group, uint64_t sequence, const char* what, std::chrono::milliseconds timeout,
              Body body, std::shared_ptr<Workspace> workspace = nullptr);
 
   int rank() const { return rank_; }
@@ -67,6 +68,7 @@ class Collective : public Operation {
 
  protected:
   Task run() override { return body_(*this); }
+  std::string describe() const override { return what_ + (" #" + std::to_string(sequence_)); }
   std::exception_ptr checkForDisagreement(Transport& transport) override;
   std::string mismatchHint() const override;
 
@@ -77,6 +79,7 @@ class Collective : public Operation {
   int rank_;
   int size_;
   uint64_t sequence_;
+  const char* what_;
   Body body_;
   std::shared_ptr<Workspace> workspace_;
   tag::Routine routine_{};

@@ -5,13 +5,27 @@
 namespace ucxcoll {
 
 PointToPoint::PointToPoint(Direction direction, std::shared_ptr<Group> group, int peer, uint64_t userTag, void* data,
-                           std::size_t bytes, std::string name, std::chrono::milliseconds timeout)
-    : Operation(Kind::PointToPoint, std::move(group), std::move(name), timeout),
+                           std::size_t bytes, uint64_t number, std::chrono::milliseconds timeout)
+    : Operation(Kind::PointToPoint, std::move(group), timeout),
       direction_(direction),
       peer_(peer),
       userTag_(userTag),
       data_(data),
-      bytes_(bytes) {}
+      bytes_(bytes),
+      number_(number) {}
+
+std::string PointToPoint::describe() const {
+  std::string text = direction_ == Direction::Send ? "send #" : "recv #";
+  text += std::to_string(number_);
+  if (direction_ == Direction::Send) {
+    text += " to rank " + std::to_string(peer_);
+  } else if (peer_ == kAnySource) {
+    text += " from any rank";
+  } else {
+    text += " from rank " + std::to_string(peer_);
+  }
+  return text + " (tag " + std::to_string(userTag_) + ")";
+}
 
 Task PointToPoint::run() {
   Group& g = *group();

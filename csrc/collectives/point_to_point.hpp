@@ -23,15 +23,17 @@ class PointToPoint : public Operation {
 
   // `peer` is a group rank (kAnySource for a receive from any rank);
   // `userTag` must be in [0, tag::kMaxUserTag]. The buffer must stay valid
-  // until the transfer completes (a subclass may own it).
+  // until the transfer completes (a subclass may own it). `number` counts
+  // the group's transfers, for messages ("send #4 to rank 1 (tag 0)").
   PointToPoint(Direction direction, std::shared_ptr<Group> group, int peer, uint64_t userTag, void* data,
-               std::size_t bytes, std::string name, std::chrono::milliseconds timeout);
+               std::size_t bytes, uint64_t number, std::chrono::milliseconds timeout);
 
   // The group rank the message came from (a receive, once completed).
   int sourceRank() const { return source_; }
 
  protected:
   Task run() override;
+  std::string describe() const override;
   std::string mismatchHint() const override;
   std::string peerName(const Request& request) const override;
   // A receive's message is in the buffer: a subclass may copy it on.
@@ -43,6 +45,7 @@ class PointToPoint : public Operation {
   uint64_t userTag_;
   void* data_;
   std::size_t bytes_;
+  uint64_t number_;
   int source_ = -1;
 };
 

@@ -45,6 +45,7 @@ Config readConfig() {
   Config c;
   c.logLevel = parseLogLevel(envString("UCXCOLL_LOG_LEVEL", "warn"));
   c.spinMicroseconds = static_cast<int>(envInteger("UCXCOLL_SPIN_US", c.spinMicroseconds));
+  c.spinMicrosecondsSet = env("UCXCOLL_SPIN_US") != nullptr;
   c.smallMessageBytes =
       static_cast<std::size_t>(envInteger("UCXCOLL_SMALL_MSG_BYTES", static_cast<long>(c.smallMessageBytes)));
   c.allgatherAlgorithm = envString("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm);

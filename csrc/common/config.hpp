@@ -13,8 +13,11 @@ struct Config {
   // UCXCOLL_LOG_LEVEL: error|warn|info|debug.
   LogLevel logLevel = LogLevel::Warn;
   // UCXCOLL_SPIN_US: how long a waiting thread polls UCX before it sleeps on
-  // the worker's wakeup fd. Short, because ranks share cores.
+  // the worker's wakeup fd. Unset: 50 us, or 0 when this host runs more
+  // ranks than this process has cores (a spinning rank would take the core
+  // a peer needs); spinMicrosecondsSet says whether the user chose.
   int spinMicroseconds = 50;
+  bool spinMicrosecondsSet = false;
   // UCXCOLL_SMALL_MSG_BYTES: at or below this many bytes per rank the
   // latency-bound algorithms are used, above it the bandwidth-bound ones.
   std::size_t smallMessageBytes = 32 * 1024;

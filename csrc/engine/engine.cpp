@@ -1,5 +1,6 @@
 #include "engine/engine.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,6 +98,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, Threading threading)
       address_(transport_->address()),
       threading_(threading),
       ownerPid_(getpid()),
+      spinMicroseconds_(config().spinMicroseconds),
       channelInUse_(tag::kMaxChannel + 1, false) {
   if (threading_ == Threading::ProgressThread) {
     thread_ = std::thread([this] { progressThreadMain(); });
@@ -165,6 +167,16 @@ void Engine::stop() {
   stopped_ = true;
 }
 
+void Engine::noteRanksOnThisHost(int ranks) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  if (ranks > cores && !config().spinMicrosecondsSet && spinMicroseconds_.exchange(0) != 0) {
+    UCXCOLL_INFO(ranks << " ranks on this host share " << cores
+                       << " core(s): waiting threads sleep at once instead of polling (UCXCOLL_SPIN_US)");
+  }
+}
+
 bool Engine::waitUntilIdle(std::chrono::milliseconds bound) {
   std::unique_lock<std::mutex> lock(mutex_);
   return idle_.wait_for(lock, bound, [&] { return active_ == 0; });
@@ -179,6 +191,7 @@ bool Engine::tryAcquire(Driver role, bool evenIfStopped) {
   }
   driver_ = role;
   tDrivenHere = this;
+  progressThreadWanted_ = false;
   return true;
 }
 
@@ -257,6 +270,7 @@ Engine::Lease Engine::submit(std::unique_ptr<Operation> operation, bool lead) {
     } else if (driver_ == Driver::None) {
       driver_ = Driver::Caller;
       tDrivenHere = this;
+      progressThreadWanted_ = false;
       acquired = true;
     }
   }
@@ -347,7 +361,7 @@ void Engine::destroyRetired() {
 
 void Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
   ++depth_;
-  const auto spin = std::chrono::microseconds(config().spinMicroseconds);
+  const auto spin = std::chrono::microseconds(spinMicroseconds_.load(std::memory_order_relaxed));
   auto spinUntil = Clock::now() + spin;
   for (;;) {
     if (stopRequested_.load(std::memory_order_relaxed) && !exitDrain_) {
@@ -690,12 +704,12 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
   class CloseGroup final : public Operation {
    public:
     CloseGroup(Engine& engine, std::shared_ptr<Group> group)
-        : Operation(Kind::Collective, group, "closing group \"" + group->name() + "\"", std::chrono::milliseconds(0)),
-          owner_(engine) {
+        : Operation(Kind::Collective, std::move(group), std::chrono::milliseconds(0)), owner_(engine) {
       runsOnFailedGroup_ = true;
     }
 
    protected:
+    std::string describe() const override { return "closing the group"; }
     Task run() override {
       Group& group = *this->group();
       group.closed_ = true;

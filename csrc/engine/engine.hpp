@@ -76,6 +76,12 @@ class Engine {
 
   const std::vector<uint8_t>& address() const { return address_; }
 
+  // A group found `ranks` ranks (this one included) on this host. With
+  // more ranks than this process has cores, waiting threads stop polling
+  // before they sleep (unless UCXCOLL_SPIN_US says otherwise): a polling
+  // rank would hold the core its peer needs.
+  void noteRanksOnThisHost(int ranks);
+
   // ---- Groups -------------------------------------------------------------
   // A channel number for a new group (see tag.hpp): unique among this
   // process's live groups. Messages left over from an earlier group with
@@ -211,6 +217,7 @@ class Engine {
   std::atomic<bool> hasRetired_{false};
   std::atomic<bool> driverSleeping_{false};
   std::atomic<bool> stopRequested_{false};
+  std::atomic<int> spinMicroseconds_;
 
   // Driver-only.
   std::unordered_map<uint64_t, std::unique_ptr<Operation>> inFlight_;
@@ -233,11 +240,11 @@ class Engine {
 class Engine::ControlOperation final : public Operation {
  public:
   explicit ControlOperation(std::function<void()> action)
-      : Operation(Kind::Control, nullptr, "ucxcoll internal step", std::chrono::milliseconds(0)),
-        action_(std::move(action)) {}
+      : Operation(Kind::Control, nullptr, std::chrono::milliseconds(0)), action_(std::move(action)) {}
 
  protected:
   Task run() override;
+  std::string describe() const override { return "ucxcoll internal step"; }
 
  private:
   std::function<void()> action_;

@@ -33,8 +33,19 @@ void Operation::AllAwaiter::await_suspend(std::coroutine_handle<> waiter) noexce
   op.waitingFor_ = nullptr;
 }
 
-Operation::Operation(Kind kind, std::shared_ptr<Group> group, std::string name, std::chrono::milliseconds timeout)
-    : kind_(kind), group_(std::move(group)), name_(std::move(name)), timeout_(timeout) {}
+Operation::Operation(Kind kind, std::shared_ptr<Group> group, std::chrono::milliseconds timeout)
+    : kind_(kind), group_(std::move(group)), timeout_(timeout) {}
+
+const std::string& Operation::name() const {
+  if (name_.empty()) {
+    name_ = describe();
+    if (group_) {
+      name_ += " on group \"" + group_->name() + "\" (rank " + std::to_string(group_->rank()) + " of " +
+               std::to_string(group_->size()) + ", timeout " + std::to_string(timeout_.count()) + " ms)";
+    }
+  }
+  return name_;
+}
 
 Operation::~Operation() = default;
 
@@ -57,19 +68,19 @@ void Operation::requestEnded(Request& request) {
   const TransferResult& result = request.result();
   std::string peer = peerName(request);
   if (request.isReceive() && result.status == TransferStatus::Ok && result.length != request.bytes()) {
-    fail(std::make_exception_ptr(MismatchError(name_ + ": " + peer + " sent " + std::to_string(result.length) +
+    fail(std::make_exception_ptr(MismatchError(name() + ": " + peer + " sent " + std::to_string(result.length) +
                                                " bytes where " + std::to_string(request.bytes()) + " were expected" +
                                                mismatchHint())));
   } else if (result.status == TransferStatus::Truncated) {
     std::string size = result.length > request.bytes() ? std::to_string(result.length) + " bytes"
                                                        : "more than " + std::to_string(request.bytes()) + " bytes";
-    fail(std::make_exception_ptr(MismatchError(name_ + ": " + peer + " sent " + size + " where " +
+    fail(std::make_exception_ptr(MismatchError(name() + ": " + peer + " sent " + size + " where " +
                                                std::to_string(request.bytes()) + " were expected" + mismatchHint())));
   } else if (result.status == TransferStatus::Failed) {
-    fail(std::make_exception_ptr(Error(name_ + ": " + (request.isReceive() ? "receive from " : "send to ") + peer +
+    fail(std::make_exception_ptr(Error(name() + ": " + (request.isReceive() ? "receive from " : "send to ") + peer +
                                        " failed: " + result.detail)));
   } else if (result.status == TransferStatus::Canceled && !failure_) {
-    fail(std::make_exception_ptr(AbortedError(name_ + ": a transfer with " + peer + " was canceled")));
+    fail(std::make_exception_ptr(AbortedError(name() + ": a transfer with " + peer + " was canceled")));
   }
   if (failure_ || (started_ && !waiter_ && task_.valid() && task_.done())) {
     if (failure_ || outstanding_ == 0) {

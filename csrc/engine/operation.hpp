@@ -78,15 +78,17 @@ class Operation {
  public:
   enum class Kind { Collective, PointToPoint, Control };
 
-  Operation(Kind kind, std::shared_ptr<Group> group, std::string name, std::chrono::milliseconds timeout);
+  Operation(Kind kind, std::shared_ptr<Group> group, std::chrono::milliseconds timeout);
   virtual ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
 
   Kind kind() const { return kind_; }
   Group* group() const { return group_.get(); }
-  // Names the operation in errors, e.g. `all_reduce #3 on group "0" (rank 1 of 2, timeout 30000 ms)`.
-  const std::string& name() const { return name_; }
+  // Names the operation in errors, e.g. `all_reduce #3 on group "0" (rank
+  // 1 of 2, timeout 30000 ms)`: describe() and the group, put together
+  // when first needed (not on the fast path).
+  const std::string& name() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Set once the operation has completed; waiters use it (Engine::wait).
@@ -114,6 +116,8 @@ class Operation {
  protected:
   // The body. Called once, when the operation starts, on the driver thread.
   virtual Task run() = 0;
+  // What the operation is, e.g. "all_reduce #3" or "send #0 to rank 1 (tag 0)".
+  virtual std::string describe() const = 0;
   // A collective looks for messages that show its peers are running a
   // different operation under its sequence number; returns the error to
   // fail with, or null. Called while the operation waits.
@@ -137,8 +141,8 @@ class Operation {
 
   const Kind kind_;
   std::shared_ptr<Group> group_;
-  std::string name_;
   std::chrono::milliseconds timeout_;
+  mutable std::string name_;  // built by name() on first use
   std::shared_ptr<Completion> completion_ = std::make_shared<Completion>();
 
   // Driver-only state, managed by the Engine.

@@ -116,13 +116,12 @@ class Submitted {
   std::string name_;
 };
 
-inline Submitted submitCollective(Engine& engine, const std::shared_ptr<Group>& group, const std::string& what,
+inline Submitted submitCollective(Engine& engine, const std::shared_ptr<Group>& group, const char* what,
                                   Collective::Body body,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(120)) {
   uint64_t sequence = group->takeSequence();
-  std::string name = what + " #" + std::to_string(sequence) + " on group \"" + group->name() + "\" (rank " +
-                     std::to_string(group->rank()) + " of " + std::to_string(group->size()) + ")";
-  auto op = std::make_unique<Collective>(group, sequence, name, timeout, std::move(body));
+  auto op = std::make_unique<Collective>(group, sequence, what, timeout, std::move(body));
+  std::string name = op->name();
   auto completion = op->sharedCompletion();
   [[maybe_unused]] Engine::Lease none = engine.submit(std::move(op));
   return Submitted(engine, completion, name);
