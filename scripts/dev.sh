@@ -5,7 +5,7 @@
 # what changed.
 #
 #   scripts/dev.sh demo     run the examples with torchrun on 4 ranks
-#   scripts/dev.sh test     run every test (Catch2, then pytest)
+#   scripts/dev.sh test     run every test (Catch2, pytest, then the format check)
 #   scripts/dev.sh bench    run the collective benchmarks against gloo
 #   scripts/dev.sh setup    only set up and build
 #
@@ -121,7 +121,6 @@ check_format() {
 
 run_tests() {
   cd "$ROOT"
-  check_format
   log "C++ tests (Catch2), UCX from the libucx wheel"
   (cd "$BUILD" && ctest --output-on-failure)
   # The oldest UCX we support is Debian 12's 1.13: run the same tests
@@ -135,6 +134,8 @@ run_tests() {
   (cd "$BUILD-ucx113" && ctest --output-on-failure)
   log "Python tests (pytest)"
   "$VENV/bin/python" -m pytest test/python -q -rs "$@"
+  # Last, so that a formatting slip does not hide the test results.
+  check_format
 }
 
 command="${1:-}"

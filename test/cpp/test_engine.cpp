@@ -105,7 +105,8 @@ TEST_CASE("engine: each operation fails at its own deadline, naming who did not 
       300ms);
   auto longOne = submitCollective(cluster.engine(0), other[0], "barrier", barrierBody, 60s);
   std::string message = messageOf<TimeoutError>([&] { shortOne.wait(); });
-  CHECK_THAT(message, Catch::Matchers::Contains("all_gather #0 on group \"g\" (rank 0 of 3, timeout 300 ms) timed out"));
+  CHECK_THAT(message,
+             Catch::Matchers::Contains("all_gather #0 on group \"g\" (rank 0 of 3, timeout 300 ms) timed out"));
   CHECK_THAT(message, Catch::Matchers::Contains("no data from rank(s) [2]"));
   CHECK_FALSE(longOne.done());
   submitCollective(cluster.engine(1), other[1], "barrier", barrierBody).wait();
@@ -189,7 +190,8 @@ TEST_CASE("engine: stop() aborts what is in flight and refuses what comes later"
   std::this_thread::sleep_for(20ms);
   cluster.engine(0).stop();
   CHECK_THAT(messageOf<AbortedError>([&] { pending.wait(); }),
-             Catch::Matchers::Contains("barrier #0 on group \"g\" (rank 0 of 2, timeout 60000 ms) was aborted: the process is exiting"));
+             Catch::Matchers::Contains(
+                 "barrier #0 on group \"g\" (rank 0 of 2, timeout 60000 ms) was aborted: the process is exiting"));
   auto later = submitCollective(cluster.engine(0), group[0], "barrier", barrierBody, 60s);
   CHECK_THAT(messageOf<AbortedError>([&] { later.wait(); }), Catch::Matchers::Contains("the process is exiting"));
   // Group setup still works on the caller's thread (e.g. at exit).
