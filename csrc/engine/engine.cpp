@@ -21,6 +21,9 @@ constexpr auto kDrainBound = std::chrono::seconds(1);
 constexpr auto kExitDrainBound = std::chrono::milliseconds(200);
 // How often a busy driver checks deadlines and looks for disagreeing peers.
 constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(1);
+// How long operations a caller leaves in flight stay with it before the
+// progress thread takes them over (see Doorbell).
+constexpr auto kHandOverDelay = std::chrono::microseconds(100);
 
 std::mutex& registryMutex() {
   static std::mutex mutex;
@@ -155,7 +158,7 @@ void Engine::stop() {
     stopping_ = true;
     stopRequested_.store(true);
   }
-  wakeProgressThread_.notify_all();
+  doorbell_.ring();
   transport_->interrupt();
   if (thread_.joinable() && !onProgressThread()) {
     thread_.join();
@@ -185,29 +188,36 @@ bool Engine::waitUntilIdle(std::chrono::milliseconds bound) {
 // ---- The driver role ------------------------------------------------------
 
 bool Engine::tryAcquire(Driver role, bool evenIfStopped) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (driver_ != Driver::None || (stopped_ && !evenIfStopped)) {
-    return false;
+  bool cancel = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (driver_ != Driver::None || (stopped_ && !evenIfStopped)) {
+      return false;
+    }
+    driver_ = role;
+    tDrivenHere = this;
+    progressThreadWanted_ = false;
+    cancel = std::exchange(handOverPending_, false);
   }
-  driver_ = role;
-  tDrivenHere = this;
-  progressThreadWanted_ = false;
+  if (cancel) {
+    doorbell_.cancel();
+  }
   return true;
 }
 
 void Engine::release() {
-  bool wake = false;
+  bool handOver = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     driver_ = Driver::None;
     tDrivenHere = nullptr;
     if ((!inFlight_.empty() || !submitted_.empty()) && threading_ == Threading::ProgressThread && !stopped_) {
-      progressThreadWanted_ = true;
-      wake = true;
+      handOverPending_ = true;
+      handOver = true;
     }
   }
-  if (wake) {
-    wakeProgressThread_.notify_one();
+  if (handOver) {
+    doorbell_.ringAfter(kHandOverDelay);
   }
 }
 
@@ -218,8 +228,19 @@ bool Engine::drivingHere() const {
 void Engine::progressThreadMain() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    wakeProgressThread_.wait(
-        lock, [&] { return driver_ == Driver::None && (stopping_ || progressThreadWanted_ || !submitted_.empty()); });
+    // Sleep on the doorbell until asked to drive: now, or once a caller's
+    // hand-over delay has passed without the caller driving meanwhile.
+    for (;;) {
+      if (driver_ == Driver::None && (stopping_ || progressThreadWanted_ || !submitted_.empty())) {
+        break;
+      }
+      lock.unlock();
+      doorbell_.wait();
+      lock.lock();
+      if (std::exchange(handOverPending_, false) && driver_ == Driver::None) {
+        progressThreadWanted_ = !inFlight_.empty() || !submitted_.empty();
+      }
+    }
     driver_ = Driver::ProgressThread;
     tDrivenHere = this;
     progressThreadWanted_ = false;
@@ -248,6 +269,7 @@ Engine::Lease Engine::submit(std::unique_ptr<Operation> operation, bool lead) {
   Operation& op = *operation;
   bool acquired = false;
   bool nested = false;
+  bool cancelHandOver = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_ && op.kind() != Operation::Kind::Control) {
@@ -272,7 +294,13 @@ Engine::Lease Engine::submit(std::unique_ptr<Operation> operation, bool lead) {
       tDrivenHere = this;
       progressThreadWanted_ = false;
       acquired = true;
+      if (std::exchange(handOverPending_, false)) {
+        cancelHandOver = true;
+      }
     }
+  }
+  if (cancelHandOver) {
+    doorbell_.cancel();
   }
   if (nested) {
     return lead ? Lease(this, true) : Lease();

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "common/deadline.hpp"
+#include "engine/doorbell.hpp"
 #include "engine/group.hpp"
 #include "engine/operation.hpp"
 #include "transport/transport.hpp"
@@ -202,12 +203,13 @@ class Engine {
 
   // Guarded by mutex_.
   std::mutex mutex_;
-  std::condition_variable wakeProgressThread_;
+  Doorbell doorbell_;  // wakes the progress thread
   std::condition_variable idle_;
   std::deque<std::unique_ptr<Operation>> submitted_;
   std::vector<std::unique_ptr<Operation>> retired_;
   Driver driver_ = Driver::None;
-  bool progressThreadWanted_ = false;
+  bool progressThreadWanted_ = false;  // now
+  bool handOverPending_ = false;       // when the doorbell's delay has passed
   bool stopping_ = false;
   bool stopped_ = false;
   std::size_t active_ = 0;  // submitted, not completed

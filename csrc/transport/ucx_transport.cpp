@@ -83,22 +83,6 @@ void track(Transfer& transfer, ucs_status_ptr_t request, const char* what) {
 
 }  // namespace
 
-FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-FileDescriptor::~FileDescriptor() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-  }
-}
-
 UcxTransport::UcxTransport() {
   ucp_config_t* rawConfig = nullptr;
   check(ucp_config_read(nullptr, nullptr, &rawConfig), "ucp_config_read");

@@ -12,31 +12,10 @@
 #include <memory>
 #include <vector>
 
+#include "common/file_descriptor.hpp"
 #include "transport/transport.hpp"
 
 namespace ucxcoll {
-
-// Closes a file descriptor on destruction.
-class FileDescriptor {
- public:
-  FileDescriptor() = default;
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
-  FileDescriptor& operator=(FileDescriptor&& other) noexcept;
-  ~FileDescriptor();
-
-  int get() const { return fd_; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 struct UcpConfigDeleter {
   void operator()(ucp_config_t* config) const { ucp_config_release(config); }

@@ -2,7 +2,7 @@
 from any rank, batch_isend_irecv, ordering, sizes up to 1 GiB, many
 receives outstanding, and the errors: bad input refused before anything is
 sent, a size mismatch naming both sizes, a peer that never sends. Run at
-world sizes 2-4 by test_point_to_point.py.
+world sizes 1-4 by test_point_to_point.py.
 """
 
 from datetime import timedelta
@@ -278,3 +278,14 @@ def error_peer_that_never_sends_ends_in_the_deadline_error_naming_it(ctx: Contex
         )
     dist.barrier(group=ctx.gloo)
     dist.destroy_process_group(group)
+
+
+@check()
+def isend_irecv_to_the_own_rank(ctx: Context) -> None:
+    # torch refuses blocking send/recv to oneself, not isend/irecv (which
+    # batch_isend_irecv uses).
+    incoming = torch.zeros(5, dtype=torch.int64)
+    works = [dist.irecv(incoming, src=ctx.rank, tag=3), dist.isend(torch.arange(5) + ctx.rank, dst=ctx.rank, tag=3)]
+    for work in works:
+        work.wait()
+    assert torch.equal(incoming, torch.arange(5) + ctx.rank), incoming

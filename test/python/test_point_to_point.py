@@ -1,4 +1,4 @@
-"""Every check of checks_point_to_point.py, at world sizes 2 to 4."""
+"""Every check of checks_point_to_point.py, at world sizes 1 to 4."""
 
 import pytest
 
@@ -6,7 +6,7 @@ import checks_point_to_point
 from conftest import check_outcome, processes_exited_cleanly
 
 MODULE = "checks_point_to_point"
-WORLD_SIZES = [2, 3, 4]
+WORLD_SIZES = [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("check", checks_point_to_point.check.names())
