@@ -52,6 +52,7 @@ Config readConfig() {
   c.allreduceAlgorithm = envString("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm);
   c.broadcastAlgorithm = envString("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm);
   c.exitGraceMilliseconds = static_cast<int>(envInteger("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds));
+  c.sharedMemory = envInteger("UCXCOLL_SHARED_MEMORY", 1) != 0;
   return c;
 }
 

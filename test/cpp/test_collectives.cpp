@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cluster.hpp"
+#include "collectives/staging.hpp"
 #include "common/error.hpp"
 
 using namespace ucxcoll;
@@ -168,7 +169,28 @@ TEST_CASE("allreduce direct exchange", "[collectives]") {
   checkAllreduce(&allreduceDirect, "allreduceDirect");
 }
 TEST_CASE("allreduce ring", "[collectives]") {
+  // Ranks are threads of one process, so every link can be staged
+  // through shared memory (staging.hpp).
   checkAllreduce(&allreduceRing, "allreduceRing");
+}
+
+// Sets the staging policy for one test and restores it.
+class StagingPolicyScope {
+ public:
+  explicit StagingPolicyScope(StagingPolicy policy) { setStagingPolicyForTests(policy); }
+  ~StagingPolicyScope() { setStagingPolicyForTests(StagingPolicy::AsConfigured); }
+};
+
+TEST_CASE("allreduce ring over plain messages only", "[collectives]") {
+  StagingPolicyScope scope(StagingPolicy::Never);
+  checkAllreduce(&allreduceRing, "allreduceRing unstaged");
+}
+
+TEST_CASE("allreduce ring with staged and plain links mixed", "[collectives]") {
+  // Only even ranks offer staging: each rank's two links differ wherever
+  // one neighbour is odd, and odd group sizes put two even ranks side by side.
+  StagingPolicyScope scope(StagingPolicy::EvenRanksOnly);
+  checkAllreduce(&allreduceRing, "allreduceRing mixed");
 }
 
 TEST_CASE("broadcast binomial from every root", "[collectives]") {

@@ -170,7 +170,33 @@ def exit_with_pending_collective(rank: int, world: int, port: int, workdir: str)
     sys.exit(0)
 
 
-SCENARIOS = {"exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer}
+def staging_paths(rank: int, world: int, port: int, workdir: str) -> None:
+    """Large all_reduces with the links staged through shared memory, sent
+    as plain messages, or mixed (STAGING_MODE: on, off, mixed = odd ranks
+    turn staging off), against gloo on the same integer-valued inputs."""
+    mode = os.environ["STAGING_MODE"]
+    if mode == "off" or (mode == "mixed" and rank % 2 == 1):
+        os.environ["UCXCOLL_SHARED_MEMORY"] = "0"
+    init(rank, world, port)
+    gloo = dist.new_group(backend="gloo")
+    mismatches = []
+    for count in [(1 << 18) + 3, (1 << 20) + 1, 4 << 20]:
+        generator = torch.Generator().manual_seed(1000 * rank + count)
+        for dtype, op in [(torch.float32, dist.ReduceOp.SUM), (torch.int32, dist.ReduceOp.MAX)]:
+            inputs = torch.randint(-1000, 1000, (count,), generator=generator).to(dtype)
+            ours, reference = inputs.clone(), inputs.clone()
+            dist.all_reduce(ours, op=op)
+            dist.all_reduce(reference, op=op, group=gloo)
+            if not torch.equal(ours, reference):
+                mismatches.append(f"{count} {dtype} {op}")
+    # The segments this process created for its own outgoing links.
+    segments = sum("ucxcoll-staging" in os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                   if os.path.exists(f"/proc/self/fd/{fd}"))
+    dist.destroy_process_group()
+    report(mismatches=mismatches, segments=segments)
+
+
+SCENARIOS = {"exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
+
 from harness import HERE, REPO, free_port, run_processes
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -119,6 +121,17 @@ def test_ddp_matches_gloo():
         for variant in ("plain", "fp16_hook"):
             result = report[variant]
             assert result["max_abs_difference"] <= 1e-6 * max(1.0, result["scale"]), (variant, report)
+
+
+@pytest.mark.parametrize("mode,world", [("on", 2), ("off", 2), ("mixed", 2), ("mixed", 3), ("on", 3)])
+def test_large_all_reduce_staged_plain_and_mixed_match_gloo(mode, world):
+    reports = run_scenario("staging_paths", world=world, STAGING_MODE=mode)
+    for rank, report in enumerate(reports):
+        assert report["mismatches"] == [], f"rank {rank}: {report}"
+        staging = mode == "on" or (mode == "mixed" and rank % 2 == 0)
+        # A rank that offers staging keeps its segments for reuse; one with
+        # UCXCOLL_SHARED_MEMORY=0 never creates any.
+        assert (report["segments"] > 0) == staging, f"rank {rank} ({mode}): {report}"
 
 
 def test_idle_group_does_not_burn_a_core():

@@ -1,0 +1,73 @@
+#pragma once
+// Shared-memory staging between ranks on one host.
+//
+// On one host UCX moves a large message with one kernel copy (CMA,
+// process_vm_readv). That copy runs at a third of memcpy's speed here and
+// leaves the reduction a second pass over the data. A staged link instead
+// has the sender copy each chunk into a few slots of memory the receiver
+// has mapped too; the receiver reduces (or copies) straight out of them.
+// Only small tokens travel over the transport: "chunk k is in slot k % n"
+// and "slot k % n is free again", so all ordering, deadlines and mismatch
+// detection stay with the tagged messages.
+//
+// The memory is a memfd of the sending process. The receiver opens it
+// through /proc/<pid>/fd/<fd> (allowed where CMA is: same user, same pid
+// namespace) and checks that it got the very file offered (device and
+// inode) on the very machine (boot id). Where any of this fails the link
+// falls back to plain messages; the two ends agree on that per operation.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace ucxcoll {
+
+// Slots per link and their size: chunks this big stay in the caches
+// between the sender's copy and the receiver's read.
+inline constexpr std::size_t kStagingSlots = 8;
+inline constexpr std::size_t kStagingSlotBytes = std::size_t{256} << 10;
+inline constexpr std::size_t kStagingBytes = kStagingSlots * kStagingSlotBytes;
+
+// What a sender tells its receiver about its staging memory; sent as bytes.
+struct StagingOffer {
+  uint64_t host = 0;  // hash of the boot id; 0: no staging offered
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  int32_t pid = 0;
+  int32_t fd = -1;
+};
+
+// Staging memory this process lends to one operation's outgoing link;
+// back to the pool when destroyed.
+class StagingLease {
+ public:
+  struct Segment;
+  StagingLease() = default;
+  explicit StagingLease(std::shared_ptr<Segment> segment);
+  StagingLease(StagingLease&&) noexcept = default;
+  StagingLease& operator=(StagingLease&&) noexcept = default;
+  ~StagingLease();
+
+  explicit operator bool() const { return segment_ != nullptr; }
+  std::byte* data() const;
+  StagingOffer offer() const;
+
+ private:
+  std::shared_ptr<Segment> segment_;
+};
+
+// kStagingBytes of staging memory for group rank `rank`, or an empty lease
+// where staging is turned off (UCXCOLL_SHARED_MEMORY=0) or not possible.
+StagingLease leaseStaging(int rank);
+
+// The offered staging memory of another process mapped into this one (kept
+// mapped for the life of the process), or null where it cannot be: another
+// host, another pid namespace, no permission, or nothing offered.
+const std::byte* mapStaging(const StagingOffer& offer);
+
+// For tests: which ranks offer staging. Default: all, unless the
+// configuration turns it off.
+enum class StagingPolicy { AsConfigured, Never, EvenRanksOnly };
+void setStagingPolicyForTests(StagingPolicy policy);
+
+}  // namespace ucxcoll
