@@ -25,7 +25,12 @@ Task RingLinks::connect(uint64_t bytes) {
   // whose messages all happen to fit could finish with data that does not
   // add up. So neighbours first compare sizes: a rank next to one that
   // disagrees raises at once, and the ring cannot complete without it.
-  lease_ = leaseStaging(c_.rank());
+  // Both ends see the same byte count (or fail below), so they skip the
+  // staging round alike for small operations.
+  const bool large = worthStaging(bytes);
+  if (large) {
+    lease_ = leaseStaging(c_.rank());
+  }
   mine_ = Hello{bytes, lease_.offer(), c_.rank()};
   c_.recv(left_, helloSlot_, &fromLeft_, sizeof(Hello));
   c_.recv(right_, helloSlot_, &fromRight_, sizeof(Hello));
@@ -45,6 +50,9 @@ Task RingLinks::connect(uint64_t bytes) {
     }
   }
 
+  if (!large) {
+    co_return;
+  }
   // The receiver of a link decides: it stages when it can map the
   // sender's segment, and says so.
   leftSlots_ = mapStaging(fromLeft_.offer);

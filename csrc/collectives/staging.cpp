@@ -42,6 +42,7 @@ struct StagingLease::Segment {
 namespace {
 
 std::atomic<StagingPolicy> policy{StagingPolicy::AsConfigured};
+std::atomic<std::size_t> minimumBytes{kStagingMinBytes};
 
 // The boot id tells machines (and reboots) apart where pids and inode
 // numbers repeat; hashed (FNV-1a) to fit the offer.
@@ -204,8 +205,13 @@ const std::byte* mapStaging(const StagingOffer& offer) {
   return mappings.map(offer);
 }
 
-void setStagingPolicyForTests(StagingPolicy value) {
+bool worthStaging(std::size_t bytes) {
+  return bytes >= minimumBytes.load();
+}
+
+void setStagingPolicyForTests(StagingPolicy value, std::size_t minBytes) {
   policy.store(value);
+  minimumBytes.store(minBytes);
 }
 
 }  // namespace ucxcoll

@@ -6,8 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <vector>
 
 #include "cluster.hpp"
@@ -168,18 +170,48 @@ TEST_CASE("allgather with size-based selection", "[collectives]") {
 TEST_CASE("allreduce direct exchange", "[collectives]") {
   checkAllreduce(&allreduceDirect, "allreduceDirect");
 }
+// The staging segments this process holds (memfds named ucxcoll-staging).
+int stagingSegmentsOfThisProcess() {
+  int found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    found += std::filesystem::read_symlink(entry.path(), error).string().find("ucxcoll-staging") != std::string::npos;
+  }
+  return found;
+}
+
+// Sets the staging policy for one test and restores it. Staging starts at
+// 0 bytes here, so that the test sizes (up to 4 MiB) are staged.
+class StagingPolicyScope {
+ public:
+  explicit StagingPolicyScope(StagingPolicy policy) { setStagingPolicyForTests(policy, 0); }
+  ~StagingPolicyScope() { setStagingPolicyForTests(StagingPolicy::AsConfigured); }
+};
+
+TEST_CASE("allreduce ring stages large messages through shared memory", "[collectives]") {
+  // Declared before the other staging tests: no segment exists before it.
+  setStagingPolicyForTests(StagingPolicy::AsConfigured);
+  const std::size_t count = kStagingMinBytes / sizeof(float);
+  Cluster cluster(2, Wire::Ucx, disturbed(7));
+  auto group = cluster.makeGroup("g");
+  auto failures = runRanks(2, [&](int rank) {
+    std::vector<float> data(count, static_cast<float>(rank + 1));
+    float* pointer = data.data();
+    submitCollective(cluster.engine(rank), group[rank], "allreduceRing", [=](Collective& c) {
+      return allreduceRing(c, pointer, count, DataType::Float32, Reduction::Sum);
+    }).wait();
+    expect(std::all_of(data.begin(), data.end(), [](float x) { return x == 3.0f; }), "2-rank staged sum");
+  });
+  checkNoFailures(failures);
+  CHECK(stagingSegmentsOfThisProcess() == 2);  // one per rank's outgoing link
+}
+
 TEST_CASE("allreduce ring", "[collectives]") {
   // Ranks are threads of one process, so every link can be staged
   // through shared memory (staging.hpp).
+  StagingPolicyScope scope(StagingPolicy::AsConfigured);
   checkAllreduce(&allreduceRing, "allreduceRing");
 }
-
-// Sets the staging policy for one test and restores it.
-class StagingPolicyScope {
- public:
-  explicit StagingPolicyScope(StagingPolicy policy) { setStagingPolicyForTests(policy); }
-  ~StagingPolicyScope() { setStagingPolicyForTests(StagingPolicy::AsConfigured); }
-};
 
 TEST_CASE("allreduce ring over plain messages only", "[collectives]") {
   StagingPolicyScope scope(StagingPolicy::Never);
