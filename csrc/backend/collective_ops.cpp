@@ -80,12 +80,13 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allreduce(std::vector<at::Tensor>& te
   at::Tensor tensor = tensors[0];
   DataType type = reducibleType(op, tensor);
   Reduction reduction = toReduction(op, opts.reduceOp, type);
+  const double factor = premulFactor(op, opts.reduceOp);
   at::Tensor buffer = contiguousTarget(tensor);
   auto count = static_cast<std::size_t>(buffer.numel());
   CopyBacks copies;
   addCopyBack(copies, buffer, tensor);
-  Collective::Body body = [buffer, count, type, reduction](Collective& c) {
-    return selectAllreduce(c, buffer.data_ptr(), count, type, reduction);
+  Collective::Body body = [buffer, count, type, reduction, factor](Collective& c) {
+    return allreduceScaled(c, buffer.data_ptr(), count, type, reduction, factor);
   };
   return runCollective(c10d::OpType::ALLREDUCE, op, opts.timeout, opts.asyncOp, c10::IValue(tensors), tensorListType(),
                        withCopyBack(std::move(body), std::move(copies)));

@@ -164,15 +164,41 @@ Reduction toReduction(const char* op, const c10d::ReduceOp& reduceOp, DataType t
     case c10d::ReduceOp::BXOR:
       reduction = Reduction::BitwiseXor;
       break;
+    case c10d::ReduceOp::AVG:
+      reduction = Reduction::Average;
+      break;
+    case c10d::ReduceOp::PREMUL_SUM:
+      reduction = Reduction::PremulSum;
+      break;
     default:
       break;
   }
   TORCH_CHECK_NOT_IMPLEMENTED(reduction.has_value(), "ucxcoll: ", op, " does not support ReduceOp.",
-                              reduceOpName(reduceOp), " yet; supported: SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR");
+                              reduceOpName(reduceOp),
+                              "; supported: SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM");
   TORCH_CHECK_TYPE(supportsReduction(*reduction, type), "ucxcoll: ", op, ": ReduceOp.", reduceOpName(reduceOp),
                    " is not defined for dtype ", dataTypeName(type),
-                   " (MIN and MAX are not defined for complex numbers; BAND, BOR and BXOR only for integers and bool)");
+                   " (MIN and MAX are not defined for complex numbers; BAND, BOR and BXOR only for integers and "
+                   "bool; AVG not for bool; PREMUL_SUM only for floating and complex types)");
   return *reduction;
+}
+
+double premulFactor(const char* op, const c10d::ReduceOp& reduceOp) {
+  if (reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM) {
+    return 1.0;
+  }
+  const auto* supplement = dynamic_cast<const c10d::PreMulSumSupplement*>(reduceOp.supplement_.get());
+  TORCH_CHECK_VALUE(supplement != nullptr, "ucxcoll: ", op,
+                    ": ReduceOp.PREMUL_SUM without a factor; make it with "
+                    "torch.distributed._make_nccl_premul_sum(factor)");
+  if (!supplement->tensor_factor.defined()) {
+    return supplement->double_factor;
+  }
+  const at::Tensor& factor = supplement->tensor_factor;
+  TORCH_CHECK_VALUE(factor.numel() == 1 && !factor.is_complex(), "ucxcoll: ", op,
+                    ": the PREMUL_SUM factor must be one real number, got a tensor of ", factor.numel(),
+                    " element(s) of dtype ", factor.scalar_type());
+  return factor.item<double>();
 }
 
 const char* reduceOpName(const c10d::ReduceOp& op) {

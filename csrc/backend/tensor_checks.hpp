@@ -44,6 +44,8 @@ DataType reducibleType(const char* op, const at::Tensor& tensor);
 // supported yet, TypeError for one not defined on `type` (e.g. MAX of
 // complex numbers, BAND of floats).
 Reduction toReduction(const char* op, const c10d::ReduceOp& reduceOp, DataType type);
+// PREMUL_SUM's factor (a number or a one-element tensor); 1 for other ops.
+double premulFactor(const char* op, const c10d::ReduceOp& reduceOp);
 const char* reduceOpName(const c10d::ReduceOp& op);
 
 std::string shapeText(const at::Tensor& tensor);

@@ -105,6 +105,10 @@ Task broadcastBinomial(Collective& c, void* buffer, std::size_t bytes, int root)
 Task allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 Task allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 
+// All-reduce with the reductions that scale (AVG, PREMUL_SUM by `factor`)
+// as well as the others, over the algorithm selectAllreduce picks.
+Task allreduceScaled(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction, double factor);
+
 // Returns once every rank has entered.
 Task barrierDissemination(Collective& c);
 

@@ -32,6 +32,11 @@ enum class Reduction : uint8_t {
   BitwiseAnd = 4,
   BitwiseOr = 5,
   BitwiseXor = 6,
+  // Sums whose result is divided by the group size afterwards (AVG), or
+  // whose inputs are multiplied by a factor first (PREMUL_SUM); the
+  // algorithms combine them as sums (see scaleInPlace / divideInPlace).
+  Average = 7,
+  PremulSum = 8,
 };
 
 std::size_t elementSize(DataType type);
@@ -48,5 +53,14 @@ bool supportsReduction(Reduction reduction, DataType type);
 // min/max propagate NaN. Throws std::invalid_argument for an unsupported
 // combination.
 void reduceInto(Reduction reduction, DataType type, void* accumulator, const void* operand, std::size_t count);
+
+// buffer[i] *= factor, for floating and complex types (PREMUL_SUM's
+// factor), computed in double and rounded once to the type.
+void scaleInPlace(DataType type, void* buffer, std::size_t count, double factor);
+
+// buffer[i] /= divisor (AVG): floating and complex types (part by part) divide in their
+// own precision (float16/bfloat16 in float, rounded to nearest even),
+// integers round toward zero. Not for bool.
+void divideInPlace(DataType type, void* buffer, std::size_t count, int64_t divisor);
 
 }  // namespace ucxcoll

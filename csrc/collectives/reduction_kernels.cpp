@@ -98,6 +98,8 @@ template <typename T>
 void reduceFloating(Reduction reduction, T* accumulator, const T* operand, std::size_t count) {
   switch (reduction) {
     case Reduction::Sum:
+    case Reduction::Average:    // summed, then divided
+    case Reduction::PremulSum:  // multiplied, then summed
       return combine(accumulator, operand, count, [](T a, T b) { return a + b; });
     case Reduction::Product:
       return combine(accumulator, operand, count, [](T a, T b) { return a * b; });
@@ -117,6 +119,8 @@ void reduceInteger(Reduction reduction, T* accumulator, const T* operand, std::s
   using U = std::make_unsigned_t<T>;
   switch (reduction) {
     case Reduction::Sum:
+    case Reduction::Average:    // summed, then divided
+    case Reduction::PremulSum:  // multiplied, then summed
       return combine(accumulator, operand, count,
                      [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); });
     case Reduction::Product:
@@ -140,6 +144,8 @@ void reduceInteger(Reduction reduction, T* accumulator, const T* operand, std::s
 void reduceBool(Reduction reduction, uint8_t* accumulator, const uint8_t* operand, std::size_t count) {
   switch (reduction) {
     case Reduction::Sum:
+    case Reduction::Average:    // summed, then divided
+    case Reduction::PremulSum:  // multiplied, then summed
     case Reduction::Max:
     case Reduction::BitwiseOr:
       return combine(accumulator, operand, count,
@@ -161,6 +167,8 @@ template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 void reduceHalf(Reduction reduction, uint16_t* accumulator, const uint16_t* operand, std::size_t count) {
   switch (reduction) {
     case Reduction::Sum:
+    case Reduction::Average:    // summed, then divided
+    case Reduction::PremulSum:  // multiplied, then summed
       return combine(accumulator, operand, count,
                      [](uint16_t a, uint16_t b) { return FromFloat(ToFloat(a) + ToFloat(b)); });
     case Reduction::Product:
@@ -187,6 +195,8 @@ template <typename T>
 void reduceComplex(Reduction reduction, T* accumulator, const T* operand, std::size_t count) {
   switch (reduction) {
     case Reduction::Sum:
+    case Reduction::Average:    // summed, then divided
+    case Reduction::PremulSum:  // multiplied, then summed
       return combine(accumulator, operand, 2 * count, [](T a, T b) { return a + b; });
     case Reduction::Product:
       for (std::size_t i = 0; i < count; ++i) {
@@ -272,6 +282,10 @@ const char* reductionName(Reduction reduction) {
       return "BOR";
     case Reduction::BitwiseXor:
       return "BXOR";
+    case Reduction::Average:
+      return "AVG";
+    case Reduction::PremulSum:
+      return "PREMUL_SUM";
   }
   return "unknown";
 }
@@ -291,6 +305,10 @@ bool supportsReduction(Reduction reduction, DataType type) {
     case Reduction::BitwiseOr:
     case Reduction::BitwiseXor:
       return !complex && !floating;
+    case Reduction::Average:
+      return type != DataType::Bool;
+    case Reduction::PremulSum:
+      return complex || floating;
   }
   return false;
 }
@@ -328,6 +346,80 @@ void reduceInto(Reduction reduction, DataType type, void* accumulator, const voi
     case DataType::Bool:
       return reduceBool(reduction, static_cast<uint8_t*>(accumulator), static_cast<const uint8_t*>(operand), count);
   }
+}
+
+namespace {
+
+template <typename T, typename Transform>
+void transformEach(void* buffer, std::size_t count, Transform transform) {
+  auto* values = static_cast<T*>(buffer);
+  for (std::size_t i = 0; i < count; ++i) {
+    values[i] = transform(values[i]);
+  }
+}
+
+template <float (*toFloat)(uint16_t), uint16_t (*fromFloat)(float), typename Transform>
+void transformHalf(void* buffer, std::size_t count, Transform transform) {
+  transformEach<uint16_t>(buffer, count, [&](uint16_t x) { return fromFloat(transform(toFloat(x))); });
+}
+
+}  // namespace
+
+void scaleInPlace(DataType type, void* buffer, std::size_t count, double factor) {
+  switch (type) {
+    case DataType::Float32:
+    case DataType::Complex64:
+      return transformEach<float>(buffer, count * (type == DataType::Complex64 ? 2 : 1),
+                                  [=](float x) { return static_cast<float>(x * factor); });
+    case DataType::Float64:
+    case DataType::Complex128:
+      return transformEach<double>(buffer, count * (type == DataType::Complex128 ? 2 : 1),
+                                   [=](double x) { return x * factor; });
+    case DataType::Float16:
+      return transformHalf<halfToFloat, floatToHalf>(buffer, count,
+                                                     [=](float x) { return static_cast<float>(x * factor); });
+    case DataType::BFloat16:
+      return transformHalf<bfloat16ToFloat, floatToBfloat16>(buffer, count,
+                                                             [=](float x) { return static_cast<float>(x * factor); });
+    default:
+      throw std::invalid_argument(std::string("PREMUL_SUM is not defined for ") + dataTypeName(type));
+  }
+}
+
+void divideInPlace(DataType type, void* buffer, std::size_t count, int64_t divisor) {
+  switch (type) {
+    case DataType::Float32:
+    case DataType::Complex64: {
+      const auto d = static_cast<float>(divisor);
+      return transformEach<float>(buffer, count * (type == DataType::Complex64 ? 2 : 1),
+                                  [=](float x) { return x / d; });
+    }
+    case DataType::Float64:
+    case DataType::Complex128: {
+      const auto d = static_cast<double>(divisor);
+      return transformEach<double>(buffer, count * (type == DataType::Complex128 ? 2 : 1),
+                                   [=](double x) { return x / d; });
+    }
+    case DataType::Float16:
+      return transformHalf<halfToFloat, floatToHalf>(buffer, count,
+                                                     [=](float x) { return x / static_cast<float>(divisor); });
+    case DataType::BFloat16:
+      return transformHalf<bfloat16ToFloat, floatToBfloat16>(buffer, count,
+                                                             [=](float x) { return x / static_cast<float>(divisor); });
+    case DataType::Int8:
+      return transformEach<int8_t>(buffer, count, [=](int8_t x) { return static_cast<int8_t>(x / divisor); });
+    case DataType::UInt8:
+      return transformEach<uint8_t>(buffer, count, [=](uint8_t x) { return static_cast<uint8_t>(x / divisor); });
+    case DataType::Int16:
+      return transformEach<int16_t>(buffer, count, [=](int16_t x) { return static_cast<int16_t>(x / divisor); });
+    case DataType::Int32:
+      return transformEach<int32_t>(buffer, count, [=](int32_t x) { return static_cast<int32_t>(x / divisor); });
+    case DataType::Int64:
+      return transformEach<int64_t>(buffer, count, [=](int64_t x) { return x / divisor; });
+    case DataType::Bool:
+      break;
+  }
+  throw std::invalid_argument(std::string("AVG is not defined for ") + dataTypeName(type));
 }
 
 }  // namespace ucxcoll

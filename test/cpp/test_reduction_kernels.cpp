@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "collectives/datatype.hpp"
@@ -112,4 +113,44 @@ TEST_CASE("float16 max returns one of the two values unchanged", "[reduce]") {
   std::vector<uint16_t> a{0x3c00, 0xbc00}, b{0x4000, 0x3c01};  // 1 vs 2, -1 vs 1.0009765625
   reduceInto(Reduction::Max, DataType::Float16, a.data(), b.data(), a.size());
   CHECK(a == std::vector<uint16_t>{0x4000, 0x3c01});
+}
+
+TEST_CASE("AVG and PREMUL_SUM combine as sums", "[reduce]") {
+  std::vector<float> a{1.5f, -2.0f};
+  std::vector<float> b{0.5f, 4.0f};
+  reduceInto(Reduction::Average, DataType::Float32, a.data(), b.data(), a.size());
+  CHECK(a == std::vector<float>{2.0f, 2.0f});
+  reduceInto(Reduction::PremulSum, DataType::Float32, a.data(), b.data(), a.size());
+  CHECK(a == std::vector<float>{2.5f, 6.0f});
+}
+
+TEST_CASE("AVG divides: integers toward zero, halves rounded once, complex part by part", "[reduce]") {
+  std::vector<int32_t> integers{-21, 21, 7, -1};
+  divideInPlace(DataType::Int32, integers.data(), integers.size(), 2);
+  CHECK(integers == std::vector<int32_t>{-10, 10, 3, 0});
+  std::vector<uint8_t> bytes{255, 3};
+  divideInPlace(DataType::UInt8, bytes.data(), bytes.size(), 2);
+  CHECK(bytes == std::vector<uint8_t>{127, 1});
+  std::vector<uint16_t> half{0x4600};  // 6.0 / 4 = 1.5 = 0x3e00
+  divideInPlace(DataType::Float16, half.data(), half.size(), 4);
+  CHECK(half[0] == 0x3e00);
+  std::vector<float> complex{74.0f, 4.0f};  // one complex64 element
+  divideInPlace(DataType::Complex64, complex.data(), 1, 3);
+  CHECK(complex == std::vector<float>{74.0f / 3.0f, 4.0f / 3.0f});
+  uint8_t flag = 1;
+  CHECK_THROWS_AS(divideInPlace(DataType::Bool, &flag, 1, 2), std::invalid_argument);
+  CHECK_FALSE(supportsReduction(Reduction::Average, DataType::Bool));
+}
+
+TEST_CASE("PREMUL_SUM scales floating and complex types only", "[reduce]") {
+  std::vector<double> doubles{3.0, -0.5};
+  scaleInPlace(DataType::Float64, doubles.data(), doubles.size(), 0.25);
+  CHECK(doubles == std::vector<double>{0.75, -0.125});
+  std::vector<uint16_t> bf16{0x4040};  // 3.0 * 0.5 = 1.5 = 0x3fc0
+  scaleInPlace(DataType::BFloat16, bf16.data(), bf16.size(), 0.5);
+  CHECK(bf16[0] == 0x3fc0);
+  std::vector<int64_t> integers{4};
+  CHECK_THROWS_AS(scaleInPlace(DataType::Int64, integers.data(), 1, 2.0), std::invalid_argument);
+  CHECK_FALSE(supportsReduction(Reduction::PremulSum, DataType::Int64));
+  CHECK(supportsReduction(Reduction::PremulSum, DataType::Complex128));
 }

@@ -188,6 +188,61 @@ def all_reduce_other_ops_every_dtype_equal_gloo(ctx: Context) -> None:
                     assert_equal(ours, expected, f"all_reduce {name} {dtype} {shape}")
 
 
+def exactly_summable(ctx: Context, dtype, shape, seed: int) -> torch.Tensor:
+    """Small integers in `dtype`: every summation order gives the same sum
+    (up to 5 x 31 = 155, exact even in bfloat16), so gloo's sum and ours
+    are equal bit for bit and only the scaling is under test."""
+    values = ctx.make(torch.int32, shape, seed) % 32
+    if dtype.is_complex:
+        return torch.complex(values.float(), (values % 7).float()).to(dtype)
+    return values.to(dtype)
+
+
+@check()
+def all_reduce_avg_and_premul_sum_equal_gloo_sum_scaled(ctx: Context) -> None:
+    # AVG is the sum divided by the group size: floating types divide as
+    # torch does in that dtype, complex ones part by part, integers round
+    # toward zero (as C and NCCL do). PREMUL_SUM multiplies each rank's input by the factor
+    # (a number, or a one-element tensor as FSDP2 passes it) and sums.
+    # gloo has neither, so its SUM is scaled here.
+    premul_factors = {"0.5": 0.5, "tensor(0.25)": torch.tensor([0.25])}
+    for seed, dtype in enumerate(DTYPES):
+        if dtype == torch.bool:
+            continue
+        exact = dtype.is_floating_point or dtype.is_complex
+        for shape in [(), (0,), (7,), (40_000,)]:
+            inputs = exactly_summable(ctx, dtype, shape, 900 + seed) if exact else ctx.make(dtype, shape, 900 + seed)
+            summed = for_gloo(inputs)
+            dist.all_reduce(summed, group=ctx.gloo)
+            summed = from_gloo(summed, dtype)
+            if dtype.is_complex:  # each part divided (torch's complex division rounds differently)
+                expected = torch.complex(summed.real / ctx.world, summed.imag / ctx.world)
+            elif exact:
+                expected = summed / ctx.world
+            else:
+                expected = torch.div(summed, ctx.world, rounding_mode="trunc")
+            ours = inputs.clone()
+            dist.all_reduce(ours, op=dist.ReduceOp.AVG)
+            assert_equal(ours, expected.to(dtype), f"AVG {dtype} {shape}")
+            if not exact:
+                continue
+            for name, factor in premul_factors.items():
+                scale = factor if isinstance(factor, float) else factor.item()
+                reference = for_gloo(inputs * scale)
+                dist.all_reduce(reference, group=ctx.gloo)
+                ours = inputs.clone()
+                dist.all_reduce(ours, op=dist._make_nccl_premul_sum(factor))
+                assert_equal(ours, from_gloo(reference, dtype), f"PREMUL_SUM({name}) {dtype} {shape}")
+    # Inexact inputs: whatever the rounding, every rank ends bit-identical.
+    for op in (dist.ReduceOp.AVG, dist._make_nccl_premul_sum(1.0 / 3)):
+        tensor = ctx.make(torch.float32, (100_000,), 950)
+        dist.all_reduce(tensor, op=op)
+        everyone = [torch.empty_like(tensor) for _ in range(ctx.world)]
+        dist.all_gather(everyone, tensor, group=ctx.gloo)
+        for r in range(ctx.world):
+            assert_equal(everyone[r], everyone[0], f"rank {r}'s {op} result differs from rank 0's")
+
+
 @check()
 def all_reduce_min_max_propagate_nan_and_half_products_round_like_torch(ctx: Context) -> None:
     values = torch.tensor([1.0, float("nan") if ctx.rank == 0 else 2.0, -3.0])
@@ -345,9 +400,19 @@ def error_all_gather_into_tensor_dtype_differs(ctx: Context) -> None:
 @check()
 def error_unsupported_reduce_op(ctx: Context) -> None:
     expect_error(
-        NotImplementedError,
-        ["ucxcoll: all_reduce does not support ReduceOp.AVG yet; supported: SUM, PRODUCT, MIN, MAX"],
-        lambda: dist.all_reduce(torch.ones(3), op=dist.ReduceOp.AVG),
+        TypeError,
+        ["ucxcoll: all_reduce: ReduceOp.AVG is not defined for dtype bool", "AVG not for bool"],
+        lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool), op=dist.ReduceOp.AVG),
+    )
+    expect_error(
+        TypeError,
+        ["ucxcoll: all_reduce: ReduceOp.PREMUL_SUM is not defined for dtype int32", "only for floating and complex"],
+        lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32), op=dist._make_nccl_premul_sum(2.0)),
+    )
+    expect_error(
+        ValueError,
+        ["ucxcoll: all_reduce: the PREMUL_SUM factor must be one real number"],
+        lambda: dist.all_reduce(torch.ones(3), op=dist._make_nccl_premul_sum(torch.tensor([1j]))),
     )
     # torch refuses MAX on complex tensors before ucxcoll sees them;
     # called directly, ucxcoll says so itself.

@@ -48,6 +48,15 @@ def all_reduce_then_all_gather_against_the_opposite_order(ctx: Context) -> None:
 
 
 @check(min_world=2)
+def all_reduce_avg_against_sum(ctx: Context) -> None:
+    # AVG travels as a sum; the reduction in the tag keeps it apart.
+    group = fresh_group()
+    op = dist.ReduceOp.AVG if ctx.rank == 0 else dist.ReduceOp.SUM
+    expect_disagreement(["AVG", "SUM"], lambda: dist.all_reduce(torch.ones(4), op=op, group=group))
+    dist.destroy_process_group(group)
+
+
+@check(min_world=2)
 def all_reduce_against_all_gather(ctx: Context) -> None:
     group = fresh_group()
     if ctx.rank == 0:
