@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <sstream>
+#include <utility>
 
 #include "transport/tag.hpp"
 
@@ -141,37 +142,22 @@ DataType reducibleType(const char* op, const at::Tensor& tensor) {
 }
 
 Reduction toReduction(const char* op, const c10d::ReduceOp& reduceOp, DataType type) {
+  static constexpr std::pair<c10d::ReduceOp::RedOpType, Reduction> kReductions[] = {
+      {c10d::ReduceOp::SUM, Reduction::Sum},
+      {c10d::ReduceOp::AVG, Reduction::Average},
+      {c10d::ReduceOp::PRODUCT, Reduction::Product},
+      {c10d::ReduceOp::MIN, Reduction::Min},
+      {c10d::ReduceOp::MAX, Reduction::Max},
+      {c10d::ReduceOp::BAND, Reduction::BitwiseAnd},
+      {c10d::ReduceOp::BOR, Reduction::BitwiseOr},
+      {c10d::ReduceOp::BXOR, Reduction::BitwiseXor},
+      {c10d::ReduceOp::PREMUL_SUM, Reduction::PremulSum},
+  };
   std::optional<Reduction> reduction;
-  switch (reduceOp.op_) {
-    case c10d::ReduceOp::SUM:
-      reduction = Reduction::Sum;
-      break;
-    case c10d::ReduceOp::PRODUCT:
-      reduction = Reduction::Product;
-      break;
-    case c10d::ReduceOp::MIN:
-      reduction = Reduction::Min;
-      break;
-    case c10d::ReduceOp::MAX:
-      reduction = Reduction::Max;
-      break;
-    case c10d::ReduceOp::BAND:
-      reduction = Reduction::BitwiseAnd;
-      break;
-    case c10d::ReduceOp::BOR:
-      reduction = Reduction::BitwiseOr;
-      break;
-    case c10d::ReduceOp::BXOR:
-      reduction = Reduction::BitwiseXor;
-      break;
-    case c10d::ReduceOp::AVG:
-      reduction = Reduction::Average;
-      break;
-    case c10d::ReduceOp::PREMUL_SUM:
-      reduction = Reduction::PremulSum;
-      break;
-    default:
-      break;
+  for (const auto& [torchOp, ours] : kReductions) {
+    if (reduceOp.op_ == torchOp) {
+      reduction = ours;
+    }
   }
   TORCH_CHECK_NOT_IMPLEMENTED(reduction.has_value(), "ucxcoll: ", op, " does not support ReduceOp.",
                               reduceOpName(reduceOp),
