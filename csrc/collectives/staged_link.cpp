@@ -16,6 +16,12 @@ RingLinks::RingLinks(Collective& c, uint32_t helloSlot, uint32_t backSlot)
       helloSlot_(helloSlot),
       backSlot_(backSlot) {}
 
+RingLinks::~RingLinks() {
+  if (freed_ != put_) {
+    lease_.abandon();
+  }
+}
+
 const uint64_t& RingLinks::token(uint64_t value) {
   return outgoing_.emplace_back(value);
 }

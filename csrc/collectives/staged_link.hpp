@@ -29,6 +29,11 @@ class RingLinks {
   // Hello messages go both ways on helloSlot; verdicts and "free" tokens
   // flow from right to left on backSlot.
   RingLinks(Collective& c, uint32_t helloSlot, uint32_t backSlot);
+  // An operation that failed before drain() completed abandons its
+  // staging memory instead of giving it back to the pool.
+  ~RingLinks();
+  RingLinks(const RingLinks&) = delete;
+  RingLinks& operator=(const RingLinks&) = delete;
 
   // Exchanges with both neighbours the byte count this rank works on and
   // its staging offer; throws MismatchError where a neighbour's count

@@ -53,6 +53,10 @@ class StagingLease {
   ~StagingLease();
 
   explicit operator bool() const { return segment_ != nullptr; }
+  // Lets the segment go without giving it back to the pool, for an
+  // operation that ended before its receiver freed every slot: the
+  // receiver may still be reading it, so no later operation may write it.
+  void abandon() { segment_.reset(); }
   std::byte* data() const;
   StagingOffer offer() const;
 

@@ -206,6 +206,23 @@ TEST_CASE("allreduce ring stages large messages through shared memory", "[collec
   CHECK(stagingSegmentsOfThisProcess() == 2);  // one per rank's outgoing link
 }
 
+TEST_CASE("staging: a segment given back is reused, an abandoned one never again", "[collectives]") {
+  setStagingPolicyForTests(StagingPolicy::AsConfigured);
+  StagingOffer first;
+  {
+    StagingLease lease = leaseStaging(0);
+    REQUIRE(lease);
+    first = lease.offer();
+  }
+  {
+    StagingLease lease = leaseStaging(0);
+    CHECK(lease.offer().inode == first.inode);  // the pool hands back the last one given
+    lease.abandon();
+  }
+  StagingLease lease = leaseStaging(0);
+  CHECK(lease.offer().inode != first.inode);
+}
+
 TEST_CASE("allreduce ring", "[collectives]") {
   // Ranks are threads of one process, so every link can be staged
   // through shared memory (staging.hpp).

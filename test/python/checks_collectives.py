@@ -188,6 +188,13 @@ def all_reduce_other_ops_every_dtype_equal_gloo(ctx: Context) -> None:
                     assert_equal(ours, expected, f"all_reduce {name} {dtype} {shape}")
 
 
+def assert_identical_on_all_ranks(ctx: Context, tensor: torch.Tensor, what: str) -> None:
+    everyone = [torch.empty_like(tensor) for _ in range(ctx.world)]
+    dist.all_gather(everyone, tensor, group=ctx.gloo)
+    for r in range(ctx.world):
+        assert_equal(everyone[r], everyone[0], f"{what}: rank {r}'s result differs from rank 0's")
+
+
 def exactly_summable(ctx: Context, dtype, shape, seed: int) -> torch.Tensor:
     """Small integers in `dtype`: every summation order gives the same sum
     (up to 5 x 31 = 155, exact even in bfloat16), so gloo's sum and ours
@@ -237,10 +244,7 @@ def all_reduce_avg_and_premul_sum_equal_gloo_sum_scaled(ctx: Context) -> None:
     for op in (dist.ReduceOp.AVG, dist._make_nccl_premul_sum(1.0 / 3)):
         tensor = ctx.make(torch.float32, (100_000,), 950)
         dist.all_reduce(tensor, op=op)
-        everyone = [torch.empty_like(tensor) for _ in range(ctx.world)]
-        dist.all_gather(everyone, tensor, group=ctx.gloo)
-        for r in range(ctx.world):
-            assert_equal(everyone[r], everyone[0], f"rank {r}'s {op} result differs from rank 0's")
+        assert_identical_on_all_ranks(ctx, tensor, f"{op}")
 
 
 @check()
@@ -266,10 +270,7 @@ def all_reduce_results_identical_on_all_ranks(ctx: Context) -> None:
     for shape in [(100,), (100_000,)]:
         tensor = ctx.make(torch.float32, shape, 11)
         dist.all_reduce(tensor)
-        everyone = [torch.empty_like(tensor) for _ in range(ctx.world)]
-        dist.all_gather(everyone, tensor, group=ctx.gloo)
-        for r in range(ctx.world):
-            assert_equal(everyone[r], everyone[0], f"rank {r} result differs from rank 0's ({shape})")
+        assert_identical_on_all_ranks(ctx, tensor, f"SUM {shape}")
 
 
 @check()

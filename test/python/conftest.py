@@ -1,3 +1,4 @@
+import importlib
 import sys
 from pathlib import Path
 
@@ -33,3 +34,21 @@ def processes_exited_cleanly(rank_runs, module: str, world: int) -> None:
     run = rank_runs(module, world)
     for rank, (code, output) in enumerate(run.processes):
         assert code == 0, f"rank {rank} exited with {code}:\n{output[-4000:]}"
+
+
+def check_module_tests(module: str, world_sizes: list[int]):
+    """The two tests of a check module (checks_*.py): one per (world size,
+    check), and one that the rank processes of each world size exited
+    cleanly. A test file binds them to test_* names for pytest to collect."""
+    names = importlib.import_module(module).check.names()
+
+    @pytest.mark.parametrize("check", names)
+    @pytest.mark.parametrize("world", world_sizes)
+    def test_check(rank_runs, world, check):
+        check_outcome(rank_runs, module, world, check)
+
+    @pytest.mark.parametrize("world", world_sizes)
+    def test_rank_processes_exit_cleanly(rank_runs, world):
+        processes_exited_cleanly(rank_runs, module, world)
+
+    return test_check, test_rank_processes_exit_cleanly
