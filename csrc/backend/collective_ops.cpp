@@ -6,52 +6,11 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include "backend/collective_helpers.hpp"
 #include "backend/tensor_checks.hpp"
 #include "backend/ucx_backend.hpp"
 
 namespace ucxcoll {
-namespace {
-
-const c10::TypePtr& tensorListType() {
-  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
-  return type;
-}
-
-const c10::TypePtr& listOfTensorListsType() {
-  static const c10::TypePtr type = c10::ListType::create(tensorListType());
-  return type;
-}
-
-// The buffer a collective writes into: the tensor itself when contiguous,
-// otherwise a contiguous copy that is copied back afterwards.
-at::Tensor contiguousTarget(const at::Tensor& tensor) {
-  return tensor.is_contiguous() ? tensor : tensor.contiguous();
-}
-
-// (staged, destination) pairs whose staged copy must be written back.
-using CopyBacks = std::vector<std::pair<at::Tensor, at::Tensor>>;
-
-void addCopyBack(CopyBacks& copies, const at::Tensor& staged, const at::Tensor& destination) {
-  if (!staged.is_same(destination)) {
-    copies.emplace_back(staged, destination);
-  }
-}
-
-// `algorithm`, then the copies back, still inside the collective (so that
-// the outputs are final when the Work completes).
-Collective::Body withCopyBack(Collective::Body algorithm, CopyBacks copies) {
-  if (copies.empty()) {
-    return algorithm;
-  }
-  return [algorithm = std::move(algorithm), copies = std::move(copies)](Collective& c) mutable -> Task {
-    co_await algorithm(c);
-    for (auto& [staged, destination] : copies) {
-      destination.copy_(staged);
-    }
-  };
-}
-
-}  // namespace
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                      const c10d::BroadcastOptions& opts) {
@@ -99,6 +58,10 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgather(std::vector<std::vector<at:
   checkSingleTensor(op, inputTensors, "input");
   TORCH_CHECK_VALUE(outputTensors.size() == 1, "ucxcoll: all_gather takes one output list per rank, got ",
                     outputTensors.size());
+  if (outputsDifferInShape(outputTensors[0], inputTensors[0], size_, rank_)) {
+    checkUnevenAllgatherOutputs(op, outputTensors[0], inputTensors[0], size_, rank_);
+    return allgatherUneven(outputTensors[0], inputTensors[0], opts);
+  }
   checkAllgatherOutputs(op, outputTensors[0], inputTensors[0], size_);
   at::Tensor input = inputTensors[0].contiguous();
   std::vector<at::Tensor> targets;

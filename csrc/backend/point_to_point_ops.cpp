@@ -46,11 +46,6 @@ class TensorTransfer final : public PointToPoint {
   c10::intrusive_ptr<UcxWork> work_;
 };
 
-const c10::TypePtr& tensorListType() {
-  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
-  return type;
-}
-
 }  // namespace
 
 template <typename MakeTransfer>

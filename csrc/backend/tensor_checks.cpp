@@ -91,6 +91,29 @@ void checkAllgatherOutputs(const char* op, const std::vector<at::Tensor>& output
   }
 }
 
+bool outputsDifferInShape(const std::vector<at::Tensor>& outputs, const at::Tensor& input, int worldSize, int rank) {
+  if (static_cast<int>(outputs.size()) != worldSize || outputs[rank].sizes() != input.sizes()) {
+    return false;  // not an uneven all_gather: checkAllgatherOutputs explains what is wrong
+  }
+  for (const auto& output : outputs) {
+    if (output.sizes() != input.sizes() && output.scalar_type() == input.scalar_type()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void checkUnevenAllgatherOutputs(const char* op, const std::vector<at::Tensor>& outputs, const at::Tensor& input,
+                                 int worldSize, int rank) {
+  const std::string allocate = "allocate one tensor per rank, shaped like that rank's input";
+  checkOnePerRank(op, outputs.size(), worldSize, "the output list", allocate);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    checkSameDtype(op, outputs[i], "output tensor " + std::to_string(i), input, "the input");
+  }
+  checkShapedLike(op, outputs[rank], "output tensor " + std::to_string(rank) + " (this rank's)", input, "the input",
+                  allocate);
+}
+
 void checkAllgatherIntoTensor(const char* op, const at::Tensor& output, const at::Tensor& input, int worldSize) {
   checkCpu(op, output, "output tensor");
   TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(), "ucxcoll: ", op, ": the output tensor has dtype ",
@@ -120,6 +143,27 @@ void checkAllgatherIntoTensor(const char* op, const at::Tensor& output, const at
 void checkRoot(const char* op, int64_t root, int worldSize) {
   TORCH_CHECK_VALUE(root >= 0 && root < worldSize, "ucxcoll: ", op, ": root rank ", root,
                     " is outside the group (valid ranks are 0..", worldSize - 1, ")");
+}
+
+void checkOnePerRank(const char* op, std::size_t count, int worldSize, const std::string& what,
+                     const std::string& allocate) {
+  TORCH_CHECK_VALUE(static_cast<int64_t>(count) == worldSize, "ucxcoll: ", op, ": ", what, " holds ", count,
+                    " tensors but the group has ", worldSize, " ranks; ", allocate);
+}
+
+void checkSameDtype(const char* op, const at::Tensor& tensor, const std::string& what, const at::Tensor& reference,
+                    const std::string& referenceName) {
+  checkCpu(op, tensor, what.c_str());
+  TORCH_CHECK_TYPE(tensor.scalar_type() == reference.scalar_type(), "ucxcoll: ", op, ": ", what, " has dtype ",
+                   tensor.scalar_type(), " but ", referenceName, " has dtype ", reference.scalar_type(),
+                   "; all tensors of one call must have the same dtype");
+}
+
+void checkShapedLike(const char* op, const at::Tensor& tensor, const std::string& what, const at::Tensor& reference,
+                     const std::string& referenceName, const std::string& allocate) {
+  checkSameDtype(op, tensor, what, reference, referenceName);
+  TORCH_CHECK_VALUE(tensor.sizes() == reference.sizes(), "ucxcoll: ", op, ": ", what, " has shape ", shapeText(tensor),
+                    " but ", referenceName, " has shape ", shapeText(reference), "; ", allocate);
 }
 
 void checkPeer(const char* op, int64_t peer, int worldSize, const char* role) {

@@ -27,11 +27,32 @@ void checkCpu(const char* op, const at::Tensor& tensor, const char* role);
 void checkAllgatherOutputs(const char* op, const std::vector<at::Tensor>& outputs, const at::Tensor& input,
                            int worldSize);
 
+// all_gather (list form) where ranks contribute different shapes: one
+// output per rank of the input's dtype, this rank's shaped like its input;
+// the others may have any shape (the peer's input must match it).
+// outputsDifferInShape: whether the call is such an uneven one (a list of
+// the right length whose own entry matches but another does not).
+bool outputsDifferInShape(const std::vector<at::Tensor>& outputs, const at::Tensor& input, int worldSize, int rank);
+void checkUnevenAllgatherOutputs(const char* op, const std::vector<at::Tensor>& outputs, const at::Tensor& input,
+                                 int worldSize, int rank);
+
 // all_gather_into_tensor: output holds worldSize inputs (concatenated or
 // stacked), same dtype.
 void checkAllgatherIntoTensor(const char* op, const at::Tensor& output, const at::Tensor& input, int worldSize);
 
 void checkRoot(const char* op, int64_t root, int worldSize);
+
+// A list that must hold one tensor per rank: `what` names it ("the input
+// list"), `allocate` says what to pass instead.
+void checkOnePerRank(const char* op, std::size_t count, int worldSize, const std::string& what,
+                     const std::string& allocate);
+// `tensor` (named by `what`, e.g. "input tensor 2") is a CPU tensor of the
+// reference's dtype (TypeError) and shape (ValueError).
+void checkShapedLike(const char* op, const at::Tensor& tensor, const std::string& what, const at::Tensor& reference,
+                     const std::string& referenceName, const std::string& allocate);
+// Same dtype as the reference (TypeError), any shape.
+void checkSameDtype(const char* op, const at::Tensor& tensor, const std::string& what, const at::Tensor& reference,
+                    const std::string& referenceName);
 
 // A point-to-point peer: a rank of the group ("destination" or "source").
 void checkPeer(const char* op, int64_t peer, int worldSize, const char* role);

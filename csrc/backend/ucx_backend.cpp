@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "backend/errors.hpp"
@@ -13,8 +14,13 @@
 namespace ucxcoll {
 
 UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout, std::string groupName)
-    : c10d::Backend(rank, size), groupName_(std::move(groupName)), timeout_(timeout) {
+                       std::chrono::milliseconds timeout, std::string groupName, std::vector<uint64_t> globalRanks)
+    : c10d::Backend(rank, size),
+      groupName_(std::move(groupName)),
+      options_(c10::make_intrusive<Options>("ucxcoll", timeout)),
+      timeout_(timeout) {
+  options_->group_name = groupName_;
+  options_->global_ranks_in_group = std::move(globalRanks);
   TORCH_CHECK_VALUE(static_cast<uint32_t>(size) <= tag::kMaxGroupSize, "ucxcoll: groups of up to ", tag::kMaxGroupSize,
                     " ranks are supported, got ", size);
   try {
@@ -40,6 +46,39 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
         backendError(std::string("ucxcoll: cannot set up group \"") + groupName_ + "\": " + error.what()));
   }
   UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank << " of " << size);
+}
+
+void UcxBackend::setTimeout(std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  options_->timeout = timeout;
+}
+
+c10::intrusive_ptr<c10d::Backend> UcxBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    const std::vector<int>& ranks,
+                                                    const c10::intrusive_ptr<Options>& opts) {
+  auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  if (me == ranks.end()) {
+    return nullptr;
+  }
+  std::vector<uint64_t> globalRanks;
+  for (int rank : ranks) {
+    TORCH_CHECK_VALUE(rank >= 0 && rank < size_, "ucxcoll: split: rank ", rank, " is not in this group of ", size_,
+                      " ranks");
+    globalRanks.push_back(options_->global_ranks_in_group.empty()
+                              ? static_cast<uint64_t>(rank)
+                              : options_->global_ranks_in_group[static_cast<std::size_t>(rank)]);
+  }
+  const std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_.load();
+  std::string name = opts && !opts->group_name.empty() ? opts->group_name : groupName_ + ":split";
+  // The caller's store may share the parent's connection; group setup
+  // blocks on it, so it gets its own.
+  auto child =
+      c10::make_intrusive<UcxBackend>(store->clone(), static_cast<int>(me - ranks.begin()),
+                                      static_cast<int>(ranks.size()), timeout, std::move(name), std::move(globalRanks));
+  if (opts) {
+    child->options_->group_desc = opts->group_desc;
+  }
+  return child;
 }
 
 UcxBackend::~UcxBackend() {

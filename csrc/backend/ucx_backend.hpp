@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/collective_helpers.hpp"
 #include "backend/ucx_work.hpp"
 #include "collectives/collective.hpp"
 #include "collectives/point_to_point.hpp"
@@ -26,8 +27,10 @@ namespace ucxcoll {
 
 class UcxBackend : public c10d::Backend {
  public:
+  // `globalRanks`: the default group's ranks of this group's members (empty:
+  // this is the default group, or they are not known).
   UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
-             std::string groupName);
+             std::string groupName, std::vector<uint64_t> globalRanks = {});
   ~UcxBackend() override;
 
   const std::string getBackendName() const override { return "ucxcoll"; }
@@ -46,6 +49,54 @@ class UcxBackend : public c10d::Backend {
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // ---- Reducing collectives (reduce_ops.cpp) ------------------------------
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputTensors,
+                                                std::vector<std::vector<at::Tensor>>& inputTensors,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
+                                                       const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+
+  // ---- Block exchanges (exchange_ops.cpp) ---------------------------------
+  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
+                                                   std::vector<int64_t>& outputSplitSizes,
+                                                   std::vector<int64_t>& inputSplitSizes,
+                                                   const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputTensors, std::vector<at::Tensor>& inputTensors,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputTensors,
+                                        std::vector<at::Tensor>& inputTensors,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputTensors,
+                                         std::vector<std::vector<at::Tensor>>& inputTensors,
+                                         const c10d::ScatterOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+
+  // ---- Coalesced collectives (coalesced_ops.cpp) --------------------------
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputTensorLists,
+                                                     std::vector<at::Tensor>& inputTensors,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
+                                                             std::vector<at::Tensor>& inputs,
+                                                             const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+
   // ---- Point-to-point (point_to_point_ops.cpp) ----------------------------
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
@@ -57,7 +108,15 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
   uint64_t getSequenceNumberForGroup() override { return group_->issued(); }
-  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  void setTimeout(std::chrono::milliseconds timeout) override;
+
+  // ---- Subgroups and options (ucx_backend.cpp) ----------------------------
+  bool supportsSplitting() const override { return true; }
+  // A backend for `ranks` (ranks of this group, in their new order) over
+  // `store` (already namespaced by the caller); null on ranks not in it.
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
 
   // Finish the collectives already submitted, end pending point-to-point
   // transfers, then release this group's resources.
@@ -81,10 +140,23 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<UcxWork> makeWork(Operation& op, c10d::OpType opType, const char* opName, c10::IValue result,
                                        c10::TypePtr resultType, uint64_t sequence);
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
+  // all_gather (list form) whose outputs differ in shape from rank to rank.
+  c10::intrusive_ptr<c10d::Work> allgatherUneven(std::vector<at::Tensor>& outputs, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts);
+  // reduce_scatter_tensor and its coalesced form: one collective.
+  c10::intrusive_ptr<c10d::Work> reduceScatterTensors(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                      const c10d::ReduceScatterOptions& opts, const char* op,
+                                                      c10d::OpType opType);
+  // An all-gather of `packed` into the rows of `gathered`, then `copies`.
+  c10::intrusive_ptr<c10d::Work> allgatherPacked(const char* op, c10d::OpType opType, at::Tensor packed,
+                                                 at::Tensor gathered, CopyBacks copies,
+                                                 const c10d::AllgatherOptions& opts, c10::IValue result,
+                                                 c10::TypePtr resultType);
   // Refuse (fail fast) once the group failed or was shut down.
   void checkUsable(const char* opName);
 
   std::string groupName_;
+  c10::intrusive_ptr<Options> options_;  // what getBackendOptions() returns
   std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<Engine> engine_;
   std::shared_ptr<Group> group_;

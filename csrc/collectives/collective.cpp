@@ -35,38 +35,44 @@ void Collective::begin(tag::Routine routine, uint32_t detail) {
   begun_ = true;
 }
 
-uint64_t Collective::tagFor(uint32_t channel, uint32_t slot) const {
+uint64_t Collective::tagFor(uint32_t channel, uint32_t slot, int sender) const {
   if (!begun_) {
     throw std::logic_error("an algorithm sent or received before Collective::begin");
   }
   const tag::CollectiveLayout& layout = group()->layout();
-  return layout.make(channel, routine_, sequence_, layout.slotFor(routine_, detail_, slot));
+  return layout.make(channel, routine_, sequence_, layout.slotFor(routine_, detail_, slot),
+                     static_cast<uint32_t>(sender));
 }
 
 Request& Collective::send(int peer, uint32_t slot, const void* data, std::size_t bytes) {
-  return sendTagged(peer, tagFor(group()->peerChannel(peer), slot), data, bytes);
+  return sendTagged(peer, tagFor(group()->peerChannel(peer), slot, rank_), data, bytes);
 }
 
 Request& Collective::sendSync(int peer, uint32_t slot, const void* data, std::size_t bytes) {
-  return sendTagged(peer, tagFor(group()->peerChannel(peer), slot), data, bytes, SendMode::Synchronous);
+  return sendTagged(peer, tagFor(group()->peerChannel(peer), slot, rank_), data, bytes, SendMode::Synchronous);
 }
 
 Request& Collective::recv(int peer, uint32_t slot, void* data, std::size_t bytes) {
-  return recvTagged(peer, tagFor(group()->channel(), slot), tag::kMatchAll, data, bytes);
+  return recvTagged(peer, tagFor(group()->channel(), slot, peer), tag::kMatchAll, data, bytes);
 }
 
 std::string Collective::describe(tag::Routine routine, uint32_t detail) const {
   std::string text = tag::collectiveName(routine);
+  const std::string algorithm = std::string(tag::algorithmName(routine)) + " algorithm)";
+  const bool towardsRoot = routine == tag::Routine::GatherDirect || routine == tag::Routine::ReduceDirect;
+  const char* rootWord = towardsRoot ? " to rank " : " from rank ";
   switch (tag::detailOf(routine)) {
     case tag::Detail::Root:
-      return text + " from rank " + std::to_string(detail) + " (" + tag::algorithmName(routine) + " algorithm)";
+      return text + rootWord + std::to_string(detail) + " (" + algorithm;
     case tag::Detail::Reduction:
-      return text + " (" + reductionName(static_cast<Reduction>(detail)) + ", " + tag::algorithmName(routine) +
-             " algorithm)";
+      return text + " (" + reductionName(static_cast<Reduction>(detail)) + ", " + algorithm;
+    case tag::Detail::RootAndReduction:
+      return text + rootWord + std::to_string(detail >> tag::kReductionBits) + " (" +
+             reductionName(static_cast<Reduction>(detail & ((1u << tag::kReductionBits) - 1))) + ", " + algorithm;
     case tag::Detail::None:
       break;
   }
-  return text + " (" + tag::algorithmName(routine) + " algorithm)";
+  return text + " (" + algorithm;
 }
 
 std::exception_ptr Collective::checkForDisagreement(Transport& transport) {
@@ -105,9 +111,13 @@ std::exception_ptr Collective::checkForDisagreement(Transport& transport) {
       return disagreement(found->senderTag);
     }
   }
-  if (tag::detailOf(routine_) == tag::Detail::Reduction) {
+  if (tag::detailOf(routine_) == tag::Detail::Reduction || tag::detailOf(routine_) == tag::Detail::RootAndReduction) {
+    // Same root (if any), each other reduction.
+    const uint32_t reductionMask = (1u << tag::kReductionBits) - 1;
+    const uint32_t root = tag::detailOf(routine_) == tag::Detail::Reduction ? 0 : detail_ & ~reductionMask;
     const uint64_t sameDetail = sameRoutine | layout.detailMask(routine_);
-    for (uint32_t other = 0; other < (1u << tag::kReductionBits); ++other) {
+    for (uint32_t reduction = 0; reduction <= reductionMask; ++reduction) {
+      const uint32_t other = root | reduction;
       if (other == detail_) {
         continue;
       }

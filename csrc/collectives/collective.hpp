@@ -53,9 +53,11 @@ class Collective : public Operation {
   void begin(tag::Routine routine, uint32_t detail = 0);
   void begin(tag::Routine routine, Reduction reduction) { begin(routine, static_cast<uint32_t>(reduction)); }
 
-  // `slot` tells apart what one receiver gets within this collective (see
-  // tag.hpp): for rooted routines a round number below 32, for reducing
-  // ones a value below 2 * size().
+  // `slot` tells apart what one receiver gets from one sender within this
+  // collective (see tag.hpp): for rooted routines a round number below 32,
+  // for reducing ones a value below 2 * size(), for reduce 0 or 1. The
+  // tag carries the sender, so a receive from `peer` matches only its
+  // messages.
   Request& send(int peer, uint32_t slot, const void* data, std::size_t bytes);
   // Completes only once the receiver has matched it: for a rank that
   // receives nothing in a collective (a broadcast's root), so that it too
@@ -73,7 +75,7 @@ class Collective : public Operation {
   std::string mismatchHint() const override;
 
  private:
-  uint64_t tagFor(uint32_t channel, uint32_t slot) const;
+  uint64_t tagFor(uint32_t channel, uint32_t slot, int sender) const;
   std::string describe(tag::Routine routine, uint32_t detail) const;
 
   int rank_;
@@ -111,6 +113,43 @@ Task allreduceScaled(Collective& c, void* buffer, std::size_t count, DataType ty
 
 // Returns once every rank has entered.
 Task barrierDissemination(Collective& c);
+// The same, through rank 0, whose timeout error names every absent rank.
+Task barrierMonitored(Collective& c);
+
+// Reduce `count` elements of `input` into `output` on rank `root` (output
+// may be input there; other ranks' output is not touched).
+Task reduceDirect(Collective& c, const void* input, void* output, std::size_t count, DataType type, Reduction reduction,
+                  int root);
+
+// Reduce-scatter: rank p's output (`count` elements) is the reduction of
+// every rank's inputs[p]. `output` must not overlap any input.
+Task reduceScatterPairwise(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
+                           DataType type, Reduction reduction);
+// Its exchange alone, for blocks of any size (blocks[p]: counts[p]
+// elements), without begin(); messages use `slot`. Uses scratch from the
+// start: a caller that keeps its own data there must ask for it first, at
+// least (n x counts[rank]) elements large, and use what lies beyond.
+Task reduceBlocksPairwise(Collective& c, uint32_t slot, std::span<const void* const> blocks,
+                          std::span<const std::size_t> counts, void* output, DataType type, Reduction reduction);
+
+// Gather `bytes` from every rank into outputs[rank] on `root` (outputs is
+// only read on the root).
+Task gatherDirect(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes, int root);
+// Scatter inputs[p] (read on the root only) into rank p's `output`.
+Task scatterDirect(Collective& c, std::span<const void* const> inputs, void* output, std::size_t bytes, int root);
+
+// One block of an all-to-all: where it is and how many bytes.
+struct Block {
+  void* data;
+  std::size_t bytes;
+};
+// All-to-all: sends[p] goes to rank p, receives[p] comes from rank p.
+// `routine` names the collective (AlltoallPairwise, AllgatherUneven). With
+// `checkSizes`, each pair first trades its sizes; the two ends of a pair
+// that disagree exchange nothing with each other and throw MismatchError
+// once the rest has moved.
+Task alltoallPairwise(Collective& c, tag::Routine routine, std::span<const Block> sends,
+                      std::span<const Block> receives, bool checkSizes);
 
 // ---- Selection (select.cpp): the algorithm for this message and group size,
 // or the one UCXCOLL_*_ALGO forces. --------------------------------------

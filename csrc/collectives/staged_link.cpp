@@ -43,8 +43,8 @@ Task RingLinks::connect(uint64_t bytes) {
   c_.send(left_, helloSlot_, &mine_, sizeof(Hello));
   c_.send(right_, helloSlot_, &mine_, sizeof(Hello));
   co_await c_.all();
-  // Collective tags do not name the sender, and both hellos share a slot:
-  // either may have landed in either place.
+  // With two ranks both neighbours are one peer, whose two hellos share a
+  // tag: either may have landed in either place.
   if (fromLeft_.rank != left_) {
     std::swap(fromLeft_, fromRight_);
   }

@@ -34,6 +34,20 @@ const char* collectiveName(Routine routine) {
       return "broadcast";
     case Routine::BarrierDissemination:
       return "barrier";
+    case Routine::ReduceDirect:
+      return "reduce";
+    case Routine::ReduceScatterPairwise:
+      return "reduce_scatter";
+    case Routine::AlltoallPairwise:
+      return "all_to_all";
+    case Routine::AllgatherUneven:
+      return "all_gather (uneven)";
+    case Routine::GatherDirect:
+      return "gather";
+    case Routine::ScatterDirect:
+      return "scatter";
+    case Routine::BarrierMonitored:
+      return "monitored_barrier";
   }
   return "unknown collective";
 }
@@ -42,7 +56,16 @@ const char* algorithmName(Routine routine) {
   switch (routine) {
     case Routine::AllgatherDirect:
     case Routine::AllreduceDirect:
+    case Routine::ReduceDirect:
+    case Routine::GatherDirect:
+    case Routine::ScatterDirect:
+    case Routine::AllgatherUneven:
       return "direct";
+    case Routine::ReduceScatterPairwise:
+    case Routine::AlltoallPairwise:
+      return "pairwise";
+    case Routine::BarrierMonitored:
+      return "monitored";
     case Routine::AllgatherRing:
     case Routine::AllreduceRing:
       return "ring";
@@ -57,10 +80,15 @@ const char* algorithmName(Routine routine) {
 Detail detailOf(Routine routine) {
   switch (routine) {
     case Routine::BroadcastBinomial:
+    case Routine::GatherDirect:
+    case Routine::ScatterDirect:
       return Detail::Root;
     case Routine::AllreduceDirect:
     case Routine::AllreduceRing:
+    case Routine::ReduceScatterPairwise:
       return Detail::Reduction;
+    case Routine::ReduceDirect:
+      return Detail::RootAndReduction;
     default:
       return Detail::None;
   }
@@ -73,19 +101,24 @@ CollectiveLayout::CollectiveLayout(uint32_t groupSize) : rankBits_(bitsFor(group
   }
 }
 
-uint64_t CollectiveLayout::make(uint32_t channel, Routine routine, uint64_t sequence, uint32_t slot) const {
+uint64_t CollectiveLayout::make(uint32_t channel, Routine routine, uint64_t sequence, uint32_t slot,
+                                uint32_t sender) const {
   if (slot >> slotBits() != 0) {
     throw std::out_of_range("tag: slot " + std::to_string(slot) + " does not fit in " + std::to_string(slotBits()) +
                             " bits");
   }
+  if (sender >> rankBits_ != 0) {
+    throw std::out_of_range("tag: sender " + std::to_string(sender) + " does not fit in " + std::to_string(rankBits_) +
+                            " bits");
+  }
   const uint64_t sequenceMask = (uint64_t{1} << sequenceBits()) - 1;
   return channelBits(Kind::Collective, channel) | ((static_cast<uint64_t>(routine) & kRoutineMask) << kRoutineShift) |
-         ((sequence & sequenceMask) << slotBits()) | slot;
+         ((sequence & sequenceMask) << (slotBits() + rankBits_)) | (uint64_t{slot} << rankBits_) | sender;
 }
 
 uint32_t CollectiveLayout::slotFor(Routine routine, uint32_t detail, uint32_t rest) const {
   const Detail kind = detailOf(routine);
-  const uint32_t restBits = kind == Detail::Root ? kRoundBits : kind == Detail::Reduction ? rankBits_ + 1 : slotBits();
+  const uint32_t restBits = restBitsOf(kind);
   const uint32_t detailBits = slotBits() - restBits;
   if (rest >> restBits != 0 || (detailBits < 32 && detail >> detailBits != 0) ||
       (kind == Detail::None && detail != 0)) {
@@ -100,40 +133,44 @@ Routine CollectiveLayout::routine(uint64_t tag) const {
 }
 
 uint64_t CollectiveLayout::sequence(uint64_t tag) const {
-  return (tag >> slotBits()) & ((uint64_t{1} << sequenceBits()) - 1);
+  return (tag >> (slotBits() + rankBits_)) & ((uint64_t{1} << sequenceBits()) - 1);
 }
 
 uint32_t CollectiveLayout::slot(uint64_t tag) const {
-  return static_cast<uint32_t>(tag & ((uint64_t{1} << slotBits()) - 1));
+  return static_cast<uint32_t>((tag >> rankBits_) & ((uint64_t{1} << slotBits()) - 1));
+}
+
+uint32_t CollectiveLayout::sender(uint64_t tag) const {
+  return static_cast<uint32_t>(tag & ((uint64_t{1} << rankBits_) - 1));
+}
+
+uint32_t CollectiveLayout::restBitsOf(Detail kind) const {
+  switch (kind) {
+    case Detail::Root:
+      return kRoundBits;
+    case Detail::Reduction:
+      return rankBits_ + 1;
+    case Detail::RootAndReduction:
+      return 1;
+    case Detail::None:
+      break;
+  }
+  return slotBits();
 }
 
 uint32_t CollectiveLayout::detail(uint64_t tag) const {
-  switch (detailOf(routine(tag))) {
-    case Detail::Root:
-      return slot(tag) >> kRoundBits;
-    case Detail::Reduction:
-      return slot(tag) >> (rankBits_ + 1);
-    case Detail::None:
-      break;
-  }
-  return 0;
+  const Detail kind = detailOf(routine(tag));
+  return kind == Detail::None ? 0 : slot(tag) >> restBitsOf(kind);
 }
 
 uint64_t CollectiveLayout::detailMask(Routine routine) const {
+  const Detail kind = detailOf(routine);
   const uint64_t slotMask = (uint64_t{1} << slotBits()) - 1;
-  switch (detailOf(routine)) {
-    case Detail::Root:
-      return slotMask & ~((uint64_t{1} << kRoundBits) - 1);
-    case Detail::Reduction:
-      return slotMask & ~((uint64_t{1} << (rankBits_ + 1)) - 1);
-    case Detail::None:
-      break;
-  }
-  return 0;
+  return kind == Detail::None ? 0 : (slotMask & ~((uint64_t{1} << restBitsOf(kind)) - 1)) << rankBits_;
 }
 
 uint64_t CollectiveLayout::sameCollectiveMask() const {
-  return kChannelFieldsMask | (((uint64_t{1} << sequenceBits()) - 1) << slotBits());
+  return kChannelFieldsMask | (((uint64_t{1} << sequenceBits()) - 1) << (slotBits() + rankBits_));
 }
 
 uint64_t pointToPoint(uint32_t channel, uint64_t userTag, uint32_t sender) {

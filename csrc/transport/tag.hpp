@@ -5,8 +5,8 @@
 // worker, so the tag alone must say which group, which operation and which
 // message a message belongs to. Three kinds of message share the space:
 //
-//  collective      | kind | channel | routine | sequence        | slot       |
-//                    2      12        6         39 - rankBits     rankBits + 5
+//  collective      | kind | channel | routine | sequence        | slot       | sender   |
+//                    2      12        6         39 - 2 rankBits   rankBits + 5  rankBits
 //  point-to-point  | kind | channel | user tag                 | sender      |
 //                    2      12        34                         16
 //  internal        | kind | channel | purpose | value          | sender      |
@@ -23,9 +23,10 @@
 //          binomial, ...). It takes part in matching, so a message of one
 //          collective can never be received by another.
 // sequence the collective's number in its group. Its width depends on the
-//          group size (the slot needs rankBits + 5 bits): 38 bits for 2
-//          ranks, 31 for 256, 23 for 65,536, i.e. 2^31 collectives on one
-//          group of up to 256 ranks before it wraps.
+//          group size (slot and sender need 2 rankBits + 5 bits): 37 bits
+//          for 2 ranks, 23 for 256, 7 for 65,536, i.e. 2^23 collectives
+//          on one group of up to 256 ranks before it wraps (a wrap is
+//          harmless unless two ranks are that many collectives apart).
 // slot     tells apart the messages one receiver gets within one
 //          collective, and carries the operation's detail where it has one,
 //          so that ranks disagreeing about it never match: a rooted routine
@@ -33,11 +34,16 @@
 //          round number (< 32) below; a reducing routine (all_reduce, ...)
 //          puts the reduction (SUM, MAX, ...) in the upper 4 bits and the
 //          rest (the sender's rank, or a phase) in the lower rankBits + 1;
-//          the others use the whole slot.
+//          a rooted reducing routine (reduce) puts the root in the upper
+//          rankBits bits, the reduction in the next 4 and a phase in the
+//          lowest bit; the others use the whole slot.
 //          Messages with equal tags between two ranks are matched in the
 //          order they were sent (UCX keeps MPI's non-overtaking rule), so
 //          the chunks of one phase can share a slot.
-// sender   the sending group rank; a receive from any source masks it.
+// sender   the sending group rank: a receive from one rank matches only
+//          that rank's messages (in a collective the algorithm names the
+//          peer, Collective fills in the field); a point-to-point receive
+//          from any source masks it.
 
 #include <bit>
 #include <cstdint>
@@ -77,19 +83,29 @@ enum class Routine : uint8_t {
   AllreduceRing = 4,
   BroadcastBinomial = 5,
   BarrierDissemination = 6,
+  ReduceDirect = 7,
+  ReduceScatterPairwise = 8,
+  AlltoallPairwise = 9,
+  AllgatherUneven = 10,
+  GatherDirect = 11,
+  ScatterDirect = 12,
+  BarrierMonitored = 13,
 };
 inline constexpr uint32_t kRoutineBits = 6;
 inline constexpr int kRoutineShift = 44;
 inline constexpr uint64_t kRoutineFieldMask = ((uint64_t{1} << kRoutineBits) - 1) << kRoutineShift;
-inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,   Routine::AllgatherRing,
-                                        Routine::AllreduceDirect,   Routine::AllreduceRing,
-                                        Routine::BroadcastBinomial, Routine::BarrierDissemination};
+inline constexpr Routine kRoutines[] = {
+    Routine::AllgatherDirect,   Routine::AllgatherRing,        Routine::AllreduceDirect, Routine::AllreduceRing,
+    Routine::BroadcastBinomial, Routine::BarrierDissemination, Routine::ReduceDirect,    Routine::ReduceScatterPairwise,
+    Routine::AlltoallPairwise,  Routine::AllgatherUneven,      Routine::GatherDirect,    Routine::ScatterDirect,
+    Routine::BarrierMonitored};
 
 // "all_reduce", and "ring" for AllreduceRing.
 const char* collectiveName(Routine routine);
 const char* algorithmName(Routine routine);
-// What the slot's upper bits carry for a routine.
-enum class Detail { None, Root, Reduction };
+// What the slot's upper bits carry for a routine. RootAndReduction (reduce)
+// carries both: the root above the reduction, one bit of rest below.
+enum class Detail { None, Root, Reduction, RootAndReduction };
 Detail detailOf(Routine routine);
 
 // Bits of a round number in a rooted routine's slot, and of the reduction
@@ -105,30 +121,36 @@ class CollectiveLayout {
 
   uint32_t rankBits() const { return rankBits_; }
   uint32_t slotBits() const { return rankBits_ + kRoundBits; }
-  uint32_t sequenceBits() const { return 64 - 2 - 12 - kRoutineBits - slotBits(); }
+  uint32_t sequenceBits() const { return 64 - 2 - 12 - kRoutineBits - slotBits() - rankBits_; }
 
-  // Throws std::out_of_range when channel or slot does not fit; the
-  // sequence number is taken modulo 2^sequenceBits().
-  uint64_t make(uint32_t channel, Routine routine, uint64_t sequence, uint32_t slot) const;
+  // Throws std::out_of_range when channel, slot or sender does not fit;
+  // the sequence number is taken modulo 2^sequenceBits().
+  uint64_t make(uint32_t channel, Routine routine, uint64_t sequence, uint32_t slot, uint32_t sender = 0) const;
   // The slot of a routine with a detail (root or reduction): the detail in
   // the upper bits, `rest` below (a round number for rooted routines, fewer
-  // than 32; below 2^(rankBits+1) for reducing ones). For routines without
-  // a detail, `rest` is the slot.
+  // than 32; below 2^(rankBits+1) for reducing ones; 0 or 1 for rooted
+  // reducing ones, whose detail is root << 4 | reduction). For routines
+  // without a detail, `rest` is the slot.
   uint32_t slotFor(Routine routine, uint32_t detail, uint32_t rest) const;
 
   Routine routine(uint64_t tag) const;
   uint64_t sequence(uint64_t tag) const;
   uint32_t slot(uint64_t tag) const;
+  uint32_t sender(uint64_t tag) const;
   // The root or reduction the tag's slot carries (0 for routines without).
   uint32_t detail(uint64_t tag) const;
   // Mask of the slot's detail bits for `routine` (0 for routines without).
   uint64_t detailMask(Routine routine) const;
 
   // Kind, channel and sequence: all messages of one collective on one
-  // receiver share these bits, whatever their routine, root or slot.
+  // receiver share these bits, whatever their routine, root, slot or
+  // sender.
   uint64_t sameCollectiveMask() const;
 
  private:
+  // Bits below the detail in the slot of a routine with this kind of detail.
+  uint32_t restBitsOf(Detail kind) const;
+
   uint32_t rankBits_;
 };
 

@@ -12,27 +12,30 @@ TEST_CASE("collective tags round-trip every field", "[tag]") {
     tag::CollectiveLayout layout(size);
     const uint32_t maxSlot = (1u << layout.slotBits()) - 1;
     const uint64_t maxSequence = (uint64_t{1} << layout.sequenceBits()) - 1;
-    uint64_t t = layout.make(tag::kMaxChannel, Routine::AllreduceRing, maxSequence, maxSlot);
+    const uint32_t maxSender = size - 1;
+    uint64_t t = layout.make(tag::kMaxChannel, Routine::AllreduceRing, maxSequence, maxSlot, maxSender);
+    CHECK(layout.sender(t) == maxSender);
+    CHECK_THROWS_AS(layout.make(1, Routine::AllreduceRing, 0, 0, 1u << layout.rankBits()), std::out_of_range);
     CHECK(tag::kind(t) == tag::Kind::Collective);
     CHECK(tag::channel(t) == tag::kMaxChannel);
     CHECK(layout.routine(t) == Routine::AllreduceRing);
     CHECK(layout.sequence(t) == maxSequence);
     CHECK(layout.slot(t) == maxSlot);
-    CHECK(layout.sequenceBits() + layout.slotBits() + tag::kRoutineBits + 12 + 2 == 64);
+    CHECK(layout.sequenceBits() + layout.slotBits() + layout.rankBits() + tag::kRoutineBits + 12 + 2 == 64);
   }
 }
 
 TEST_CASE("the sequence field is wide enough not to wrap in practice", "[tag]") {
-  CHECK(tag::CollectiveLayout(2).sequenceBits() == 38);
-  CHECK(tag::CollectiveLayout(8).sequenceBits() == 36);
-  CHECK(tag::CollectiveLayout(256).sequenceBits() == 31);
-  CHECK(tag::CollectiveLayout(65536).sequenceBits() == 23);
+  CHECK(tag::CollectiveLayout(2).sequenceBits() == 37);
+  CHECK(tag::CollectiveLayout(8).sequenceBits() == 33);
+  CHECK(tag::CollectiveLayout(256).sequenceBits() == 23);
+  CHECK(tag::CollectiveLayout(65536).sequenceBits() == 7);
   // The 16-bit field of earlier versions wrapped after 65,536 collectives:
   // collective #65,536 took the tag of #0.
   tag::CollectiveLayout layout(2);
   CHECK(layout.make(1, Routine::AllreduceDirect, 0, 0) != layout.make(1, Routine::AllreduceDirect, 65536, 0));
   CHECK(layout.make(1, Routine::AllreduceDirect, 0, 0) != layout.make(1, Routine::AllreduceDirect, 1ull << 32, 0));
-  CHECK(layout.sequence(layout.make(1, Routine::AllreduceDirect, 1ull << 37, 0)) == 1ull << 37);
+  CHECK(layout.sequence(layout.make(1, Routine::AllreduceDirect, 1ull << 36, 0)) == 1ull << 36);
 }
 
 TEST_CASE("different collectives, algorithms, roots and groups never share a tag", "[tag]") {
@@ -44,6 +47,15 @@ TEST_CASE("different collectives, algorithms, roots and groups never share a tag
         if (tag::detailOf(routine) == tag::Detail::Root) {
           for (uint32_t root = 0; root < 4; ++root) {
             CHECK(seen.insert(layout.make(channel, routine, sequence, layout.slotFor(routine, root, 0))).second);
+          }
+        } else if (tag::detailOf(routine) == tag::Detail::RootAndReduction) {
+          for (uint32_t root = 0; root < 4; ++root) {
+            for (uint32_t reduction = 0; reduction < 9; ++reduction) {
+              uint32_t detail = (root << tag::kReductionBits) | reduction;
+              CHECK(seen.insert(layout.make(channel, routine, sequence, layout.slotFor(routine, detail, 1))).second);
+              CHECK(layout.detail(layout.make(channel, routine, sequence, layout.slotFor(routine, detail, 1))) ==
+                    detail);
+            }
           }
         } else if (tag::detailOf(routine) == tag::Detail::Reduction) {
           for (uint32_t reduction = 0; reduction < 7; ++reduction) {
@@ -69,6 +81,20 @@ TEST_CASE("different collectives, algorithms, roots and groups never share a tag
   CHECK(layout.detail(layout.make(1, allreduce, 5, layout.slotFor(allreduce, 3, 1))) == 3);
   CHECK((layout.make(1, allreduce, 5, layout.slotFor(allreduce, 3, 1)) & layout.detailMask(allreduce)) ==
         (layout.make(1, allreduce, 5, layout.slotFor(allreduce, 3, 2)) & layout.detailMask(allreduce)));
+}
+
+TEST_CASE("messages of one collective from different senders never share a tag", "[tag]") {
+  // A collective's receive names its peer: with several peers sending in
+  // the same slot (a gather's root, a pairwise exchange), each message
+  // must land in the buffer posted for its sender.
+  tag::CollectiveLayout layout(5);
+  std::set<uint64_t> seen;
+  for (uint32_t sender = 0; sender < 5; ++sender) {
+    uint64_t t = layout.make(1, Routine::GatherDirect, 3, layout.slotFor(Routine::GatherDirect, 2, 0), sender);
+    CHECK(seen.insert(t).second);
+    CHECK(layout.sender(t) == sender);
+    CHECK(layout.detail(t) == 2);
+  }
 }
 
 TEST_CASE("the same-collective mask ignores exactly routine and slot", "[tag]") {

@@ -1,0 +1,320 @@
+// reduce, reduce-scatter, gather, scatter, all-to-all and the monitored
+// barrier, ranks as threads: over the loopback transport at 1-16 ranks with
+// delayed and reordered delivery, and over real UCX at 1-8, several in
+// flight per group. Each receiver has several senders in one slot here, so
+// a message landing in the buffer of another sender shows as wrong data.
+// Inputs are integer-valued: every summation order gives the same result.
+
+#include <catch2/catch.hpp>
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "cluster.hpp"
+#include "common/error.hpp"
+
+using namespace ucxcoll;
+using namespace ucxcoll::testing;
+
+namespace {
+
+int64_t valueOf(int rank, std::size_t index) {
+  return static_cast<int64_t>(rank) * 1000003 + static_cast<int64_t>(index) * 7;
+}
+
+struct Setup {
+  Wire wire;
+  int ranks;
+};
+
+std::vector<Setup> setups() {
+  std::vector<Setup> all;
+  for (int n = 1; n <= 16; ++n) {
+    all.push_back({Wire::Loopback, n});
+  }
+  for (int n = 1; n <= 8; ++n) {
+    all.push_back({Wire::Ucx, n});
+  }
+  return all;
+}
+
+LoopbackOptions disturbed(int seed) {
+  return LoopbackOptions{.seed = static_cast<uint64_t>(seed), .maxDelay = 4, .reorder = true};
+}
+
+// 0, tiny, and above the small-message limit (reduce's second algorithm).
+std::vector<std::size_t> counts(const Setup& setup) {
+  std::vector<std::size_t> all{0, 1, 5, 1000};
+  if (setup.ranks <= 8) {
+    all.push_back(40000);
+  }
+  return all;
+}
+
+// Runs `body(rank, pending)` on every rank, waits for what it submitted,
+// then runs `verify(rank)`.
+template <typename Body, typename Verify>
+void onEveryRank(const Setup& setup, int seed, Body body, Verify verify) {
+  const int n = setup.ranks;
+  Cluster cluster(n, setup.wire, disturbed(seed));
+  auto group = cluster.makeGroup("g");
+  auto failures = runRanks(n, [&](int rank) {
+    std::vector<Submitted> pending;
+    body(rank, [&](const char* name, Collective::Body collective) {
+      pending.push_back(submitCollective(cluster.engine(rank), group[rank], name, std::move(collective)));
+    });
+    for (auto& op : pending) {
+      op.wait();
+    }
+    verify(rank);
+  });
+  checkNoFailures(failures);
+}
+
+}  // namespace
+
+TEST_CASE("reduce to every root, both algorithms", "[collectives]") {
+  for (const Setup& setup : setups()) {
+    DYNAMIC_SECTION("reduce with " << setup.ranks << " ranks over " << wireName(setup.wire)) {
+      const int n = setup.ranks;
+      std::vector<std::deque<std::vector<int64_t>>> outputs(n);
+      std::vector<std::deque<std::vector<int64_t>>> inputs(n);
+      std::vector<std::vector<std::pair<int, std::size_t>>> cases(n);
+      onEveryRank(
+          setup, n + 400,
+          [&](int rank, auto submit) {
+            for (int root = 0; root < n; ++root) {
+              for (std::size_t count : counts(setup)) {
+                auto& input = inputs[rank].emplace_back(count);
+                for (std::size_t i = 0; i < count; ++i) {
+                  input[i] = valueOf(rank, i);
+                }
+                auto& output = outputs[rank].emplace_back(count, -1);
+                cases[rank].emplace_back(root, count);
+                const int64_t* in = input.data();
+                int64_t* out = output.data();
+                submit("reduce", [=](Collective& c) {
+                  return reduceDirect(c, in, out, count, DataType::Int64, Reduction::Sum, root);
+                });
+              }
+            }
+          },
+          [&](int rank) {
+            for (std::size_t k = 0; k < cases[rank].size(); ++k) {
+              auto [root, count] = cases[rank][k];
+              for (std::size_t i = 0; i < count; ++i) {
+                int64_t expected = -1;
+                if (rank == root) {
+                  expected = 0;
+                  for (int r = 0; r < n; ++r) {
+                    expected += valueOf(r, i);
+                  }
+                }
+                expect(outputs[rank][k][i] == expected, "reduce to root " + std::to_string(root) + " of " +
+                                                            std::to_string(count) + ", element " + std::to_string(i));
+              }
+            }
+          });
+    }
+  }
+}
+
+TEST_CASE("reduce-scatter pairwise", "[collectives]") {
+  for (const Setup& setup : setups()) {
+    DYNAMIC_SECTION("reduce_scatter with " << setup.ranks << " ranks over " << wireName(setup.wire)) {
+      const int n = setup.ranks;
+      std::vector<std::deque<std::vector<int64_t>>> outputs(n);
+      std::vector<std::deque<std::vector<int64_t>>> inputs(n);
+      std::vector<std::deque<std::vector<const void*>>> blocks(n);
+      onEveryRank(
+          setup, n + 500,
+          [&](int rank, auto submit) {
+            for (std::size_t count : counts(setup)) {
+              // Block p of this rank's input: values of (rank, p * count + i).
+              auto& input = inputs[rank].emplace_back(count * static_cast<std::size_t>(n));
+              for (std::size_t i = 0; i < input.size(); ++i) {
+                input[i] = valueOf(rank, i);
+              }
+              auto& pointers = blocks[rank].emplace_back();
+              for (int p = 0; p < n; ++p) {
+                pointers.push_back(input.data() + count * static_cast<std::size_t>(p));
+              }
+              int64_t* out = outputs[rank].emplace_back(count, -1).data();
+              std::span<const void* const> from(pointers);
+              submit("reduce_scatter", [=](Collective& c) {
+                return reduceScatterPairwise(c, from, out, count, DataType::Int64, Reduction::Sum);
+              });
+            }
+          },
+          [&](int rank) {
+            for (const auto& output : outputs[rank]) {
+              const std::size_t count = output.size();
+              for (std::size_t i = 0; i < count; ++i) {
+                int64_t expected = 0;
+                for (int r = 0; r < n; ++r) {
+                  expected += valueOf(r, count * static_cast<std::size_t>(rank) + i);
+                }
+                expect(output[i] == expected, "reduce_scatter block of " + std::to_string(count));
+              }
+            }
+          });
+    }
+  }
+}
+
+TEST_CASE("gather to and scatter from every root", "[collectives]") {
+  for (const Setup& setup : setups()) {
+    DYNAMIC_SECTION("gather/scatter with " << setup.ranks << " ranks over " << wireName(setup.wire)) {
+      const int n = setup.ranks;
+      const std::size_t count = 33;
+      std::vector<std::deque<std::vector<int64_t>>> gathered(n);   // n * count, on roots
+      std::vector<std::deque<std::vector<int64_t>>> scattered(n);  // count
+      std::vector<std::deque<std::vector<int64_t>>> sources(n);
+      std::vector<std::deque<std::vector<void*>>> pointers(n);
+      std::vector<std::deque<std::vector<const void*>>> constPointers(n);
+      onEveryRank(
+          setup, n + 600,
+          [&](int rank, auto submit) {
+            auto& mine = sources[rank].emplace_back(count * static_cast<std::size_t>(n));
+            for (std::size_t i = 0; i < mine.size(); ++i) {
+              mine[i] = valueOf(rank, i);
+            }
+            for (int root = 0; root < n; ++root) {
+              auto& into = gathered[rank].emplace_back(count * static_cast<std::size_t>(n), -1);
+              auto& outputs = pointers[rank].emplace_back();
+              auto& inputs = constPointers[rank].emplace_back();
+              for (int p = 0; p < n; ++p) {
+                outputs.push_back(into.data() + count * static_cast<std::size_t>(p));
+                inputs.push_back(mine.data() + count * static_cast<std::size_t>(p));
+              }
+              const int64_t* in = mine.data();
+              std::span<void* const> out(outputs);
+              submit("gather", [=](Collective& c) { return gatherDirect(c, in, out, count * sizeof(int64_t), root); });
+              int64_t* received = scattered[rank].emplace_back(count, -1).data();
+              std::span<const void* const> blocks(inputs);
+              submit("scatter",
+                     [=](Collective& c) { return scatterDirect(c, blocks, received, count * sizeof(int64_t), root); });
+            }
+          },
+          [&](int rank) {
+            for (int root = 0; root < n; ++root) {
+              const auto& into = gathered[rank][root];
+              for (int p = 0; p < n; ++p) {
+                for (std::size_t i = 0; i < count; ++i) {
+                  int64_t expected = rank == root ? valueOf(p, i) : -1;
+                  expect(into[count * static_cast<std::size_t>(p) + i] == expected,
+                         "gather to " + std::to_string(root) + ": block " + std::to_string(p));
+                }
+              }
+              for (std::size_t i = 0; i < count; ++i) {
+                expect(scattered[rank][root][i] == valueOf(root, count * static_cast<std::size_t>(rank) + i),
+                       "scatter from " + std::to_string(root));
+              }
+            }
+          });
+    }
+  }
+}
+
+TEST_CASE("all-to-all with a different size for every pair", "[collectives]") {
+  for (const Setup& setup : setups()) {
+    DYNAMIC_SECTION("all_to_all with " << setup.ranks << " ranks over " << wireName(setup.wire)) {
+      const int n = setup.ranks;
+      auto sizeOf = [](int from, int to) { return static_cast<std::size_t>((from * 3 + to * 5) % 7); };
+      std::vector<std::deque<std::vector<int64_t>>> storage(n);
+      std::vector<std::deque<std::vector<Block>>> plans(n);
+      std::vector<std::vector<int64_t*>> received(n, std::vector<int64_t*>(n));
+      onEveryRank(
+          setup, n + 700,
+          [&](int rank, auto submit) {
+            auto& sends = plans[rank].emplace_back();
+            auto& receives = plans[rank].emplace_back();
+            for (int p = 0; p < n; ++p) {
+              auto& out = storage[rank].emplace_back(sizeOf(rank, p));
+              for (std::size_t i = 0; i < out.size(); ++i) {
+                out[i] = valueOf(rank * 100 + p, i);
+              }
+              sends.push_back({out.data(), out.size() * sizeof(int64_t)});
+              auto& in = storage[rank].emplace_back(sizeOf(p, rank), -1);
+              received[rank][p] = in.data();
+              receives.push_back({in.data(), in.size() * sizeof(int64_t)});
+            }
+            std::span<const Block> s(sends);
+            std::span<const Block> r(receives);
+            for (bool checkSizes : {true, false}) {
+              submit("all_to_all", [=](Collective& c) {
+                return alltoallPairwise(c, tag::Routine::AlltoallPairwise, s, r, checkSizes);
+              });
+            }
+          },
+          [&](int rank) {
+            for (int p = 0; p < n; ++p) {
+              for (std::size_t i = 0; i < sizeOf(p, rank); ++i) {
+                expect(received[rank][p][i] == valueOf(p * 100 + rank, i),
+                       "all_to_all block from " + std::to_string(p));
+              }
+            }
+          });
+    }
+  }
+}
+
+TEST_CASE("all-to-all: both ranks of a pair that disagrees about a size fail, the others complete", "[collectives]") {
+  Cluster cluster(3, Wire::Loopback, disturbed(7));
+  auto group = cluster.makeGroup("g");
+  auto failures = runRanks(3, [&](int rank) {
+    // Rank 2 sends 2 elements to rank 0, which expects 1: ranks 0 and 2
+    // must fail without exchanging data; rank 1 agrees with both and gets
+    // every block.
+    std::vector<int64_t> in(8, rank);
+    std::vector<int64_t> out(8, -1);
+    std::vector<Block> sends;
+    std::vector<Block> receives;
+    for (int p = 0; p < 3; ++p) {
+      sends.push_back({in.data() + 2 * p, (rank == 2 && p == 0 ? 2 : 1) * sizeof(int64_t)});
+      receives.push_back({out.data() + 2 * p, sizeof(int64_t)});
+    }
+    auto op = submitCollective(cluster.engine(rank), group[rank], "all_to_all", [&](Collective& c) {
+      return alltoallPairwise(c, tag::Routine::AlltoallPairwise, sends, receives, true);
+    });
+    std::string error;
+    try {
+      op.wait();
+    } catch (const MismatchError& mismatch) {
+      error = mismatch.what();
+    }
+    if (rank == 0) {
+      expect(error.find("rank 2 sends 16 bytes to this rank, which expects 8") != std::string::npos, error);
+    } else if (rank == 2) {
+      expect(error.find("this rank sends 16 bytes to rank 0, which expects 8") != std::string::npos, error);
+    } else {
+      expect(error.empty(), "rank 1 agrees with everyone: " + error);
+    }
+    for (int p = 0; p < 3; ++p) {
+      const bool skipped = (rank == 0 && p == 2) || (rank == 2 && p == 0);
+      expect(out[2 * p] == (skipped ? -1 : p), "block from rank " + std::to_string(p));
+    }
+  });
+  checkNoFailures(failures);
+}
+
+TEST_CASE("monitored barrier: no rank leaves before the last one enters", "[collectives]") {
+  for (const Setup& setup : setups()) {
+    DYNAMIC_SECTION("monitored barrier with " << setup.ranks << " ranks over " << wireName(setup.wire)) {
+      const int n = setup.ranks;
+      Cluster cluster(n, setup.wire, disturbed(n + 800));
+      auto group = cluster.makeGroup("g");
+      std::atomic<int> entered{0};
+      auto failures = runRanks(n, [&](int rank) {
+        if (rank == n - 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        entered.fetch_add(1);
+        submitCollective(cluster.engine(rank), group[rank], "monitored_barrier", &barrierMonitored).wait();
+        expect(entered.load() == n, "left the barrier early");
+      });
+      checkNoFailures(failures);
+    }
+  }
+}
