@@ -75,14 +75,71 @@ std::string Collective::describe(tag::Routine routine, uint32_t detail) const {
   return text + " (" + algorithm;
 }
 
-std::exception_ptr Collective::checkForDisagreement(Transport& transport) {
+void Collective::announceFailure(const std::exception_ptr& error) {
+  uint32_t purpose = tag::kFailureNotice;
+  try {
+    std::rethrow_exception(error);
+  } catch (const AbortedError&) {
+    return;  // aborted or shut down here: the peers get their own answer
+  } catch (const MismatchError&) {
+    purpose = tag::kDisagreementNotice;
+  } catch (...) {
+  }
+  const auto value = static_cast<uint32_t>(sequence_ & tag::kMaxInternalValue);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) {
+      sendTagged(peer, tag::internal(group()->peerChannel(peer), purpose, value, static_cast<uint32_t>(rank_)), nullptr,
+                 0);
+    }
+  }
+}
+
+std::exception_ptr Collective::checkForFailureNotice(Transport& transport) {
   if (!begun_) {
     return nullptr;
   }
+  // A peer this collective still waits for gave up on the group (a
+  // collective of it failed: this one, or one before that this rank has
+  // already completed): what this rank waits for will never come.
+  const uint32_t channel = group()->channel();
+  for (int peer : peersAwaited()) {
+    auto notice = transport.probe(tag::internal(channel, tag::kFailureNotice, 0, static_cast<uint32_t>(peer)),
+                                  tag::kNoticeFromSenderMask);
+    if (!notice) {
+      continue;
+    }
+    const uint64_t theirs = (notice->senderTag >> tag::kSenderBits) & tag::kMaxInternalValue;
+    const bool disagreement =
+        ((notice->senderTag >> tag::kPurposeShift) & tag::kMaxPurpose) == tag::kDisagreementNotice;
+    const std::string rank = "rank " + std::to_string(peer);
+    if (disagreement) {
+      return std::make_exception_ptr(
+          MismatchError(name() + ": ranks disagree about collective #" + std::to_string(theirs) + ": " + rank +
+                        " found that they do (its own error says how) and will not take part in this group any more"));
+    }
+    return std::make_exception_ptr(Error(name() + ": " + rank + " gave up on this group: its collective #" +
+                                         std::to_string(theirs) +
+                                         " failed (its own error says why), so it will not take part in this one"));
+  }
+  return nullptr;
+}
+
+std::exception_ptr Collective::checkForDisagreement(Transport& transport) {
+  // What this rank can see itself first: it names the disagreement.
+  if (auto own = checkOwnEvidence(transport)) {
+    return own;
+  }
+  return checkForFailureNotice(transport);
+}
+
+std::exception_ptr Collective::checkOwnEvidence(Transport& transport) {
+  if (!begun_) {
+    return nullptr;
+  }
+  const uint32_t channel = group()->channel();
   // A message under this sequence number that this collective can never
   // match: a peer runs another collective, algorithm, root or reduction.
   const tag::CollectiveLayout& layout = group()->layout();
-  const uint32_t channel = group()->channel();
   const uint64_t sameRoutine = layout.sameCollectiveMask() | tag::kRoutineFieldMask;
   auto disagreement = [&](uint64_t theirs) {
     return std::make_exception_ptr(MismatchError(

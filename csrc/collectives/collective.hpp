@@ -73,10 +73,15 @@ class Collective : public Operation {
   std::string describe() const override { return what_ + (" #" + std::to_string(sequence_)); }
   std::exception_ptr checkForDisagreement(Transport& transport) override;
   std::string mismatchHint() const override;
+  void announceFailure(const std::exception_ptr& error) override;
 
  private:
   uint64_t tagFor(uint32_t channel, uint32_t slot, int sender) const;
   std::string describe(tag::Routine routine, uint32_t detail) const;
+  // Messages of peers that run something else under this sequence number.
+  std::exception_ptr checkOwnEvidence(Transport& transport);
+  // A failure notice (announceFailure) from a peer this collective waits for.
+  std::exception_ptr checkForFailureNotice(Transport& transport);
 
   int rank_;
   int size_;

@@ -570,6 +570,7 @@ void Engine::review(Operation& op) {
           transport_->cancel(request);
         }
       }
+      op.announceFailure(op.failure_);
       op.drainUntil_ = Clock::now() + (stopRequested_.load() ? kExitDrainBound : kDrainBound);
       if (op.outstanding_ > 0) {
         deadlines_.push({op.drainUntil_, op.serial_});

@@ -1,5 +1,6 @@
 #include "engine/operation.hpp"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -91,6 +92,17 @@ void Operation::requestEnded(Request& request) {
   if (waiter_ && (waitingFor_ == &request || (waitingFor_ == nullptr && outstanding_ == 0))) {
     engine_->schedule(*this);
   }
+}
+
+std::vector<int> Operation::peersAwaited() const {
+  std::vector<int> peers;
+  for (const auto& request : requests_) {
+    if (!request.ended() && request.peer() >= 0 &&
+        std::find(peers.begin(), peers.end(), request.peer()) == peers.end()) {
+      peers.push_back(request.peer());
+    }
+  }
+  return peers;
 }
 
 std::string Operation::peerName(const Request& request) const {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/deadline.hpp"
 #include "engine/completion.hpp"
@@ -122,6 +123,13 @@ class Operation {
   // different operation under its sequence number; returns the error to
   // fail with, or null. Called while the operation waits.
   virtual std::exception_ptr checkForDisagreement(Transport&) { return nullptr; }
+  // Called once, on the driver thread, when the operation has failed with
+  // `error` (after its own transfers were canceled): a collective tells its
+  // peers, so that those waiting for it do not wait for their deadline.
+  virtual void announceFailure(const std::exception_ptr& /*error*/) {}
+  // The peers this operation still waits for (a receive or a send that
+  // has not ended), each once.
+  std::vector<int> peersAwaited() const;
   // Completes a size-mismatch message: what the sizes mean in this operation.
   virtual std::string mismatchHint() const { return ""; }
   // "rank 3", or for a receive from any rank, "a rank".

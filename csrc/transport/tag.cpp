@@ -188,7 +188,8 @@ uint64_t internal(uint32_t channel, uint32_t purpose, uint32_t value, uint32_t s
                             " out of range");
   }
   checkSender(sender);
-  return channelBits(Kind::Internal, channel) | (uint64_t{purpose} << 42) | (uint64_t{value} << kSenderBits) | sender;
+  return channelBits(Kind::Internal, channel) | (uint64_t{purpose} << kPurposeShift) |
+         (uint64_t{value} << kSenderBits) | sender;
 }
 
 }  // namespace ucxcoll::tag

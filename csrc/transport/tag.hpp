@@ -172,6 +172,17 @@ constexpr uint64_t userTag(uint64_t pointToPointTag) {
 // Internal messages of ucxcoll itself (not used by a collective or by the
 // user); `purpose` says what for.
 inline constexpr uint32_t kMaxPurpose = 0xff;
+inline constexpr int kPurposeShift = 42;
+// A collective that failed on the sender (value: its sequence number,
+// modulo 2^26): the sender will take no further part in the group, so a
+// peer still waiting for it fails at once instead of at its deadline. The
+// second kind says the failure was a disagreement between ranks.
+inline constexpr uint32_t kFailureNotice = 1;
+inline constexpr uint32_t kDisagreementNotice = 2;
+// Kind, channel, the purpose's upper bits and sender: a notice of either
+// kind from one rank, whatever its value.
+inline constexpr uint64_t kNoticeFromSenderMask =
+    kChannelFieldsMask | (uint64_t{kMaxPurpose & ~3u} << kPurposeShift) | ((uint64_t{1} << kSenderBits) - 1);
 inline constexpr uint32_t kMaxInternalValue = (1u << 26) - 1;
 uint64_t internal(uint32_t channel, uint32_t purpose, uint32_t value, uint32_t sender);
 

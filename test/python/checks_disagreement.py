@@ -154,3 +154,86 @@ def seventy_thousand_collectives_on_one_group(ctx: Context) -> None:
         if tensor.item() != 2.0 * (i % 7):
             raise AssertionError(f"collective #{i}: {tensor.item()} instead of {2.0 * (i % 7)}")
     dist.destroy_process_group(group)
+
+
+@check(min_world=2)
+def all_to_all_single_split_sizes_that_disagree(ctx: Context) -> None:
+    # Rank 1 sends two rows to rank 0, which expects one: ranks 0 and 1
+    # raise, naming each other and both sizes; any other rank agrees with
+    # both, gets every block and completes.
+    group = fresh_group()
+    w = ctx.world
+    input_splits = [2 if ctx.rank == 1 and d == 0 else 1 for d in range(w)]
+    output_splits = [1] * w
+    tensor = torch.full((sum(input_splits),), float(ctx.rank))
+    output = torch.full((w,), -1.0)
+
+    def exchange():
+        dist.all_to_all_single(output, tensor, output_splits, input_splits, group=group)
+
+    if ctx.rank == 0:
+        expect_error(dist.DistBackendError, ["split sizes", "rank 1 sends 8 bytes to this rank, which expects 4"], exchange)
+    elif ctx.rank == 1:
+        expect_error(dist.DistBackendError, ["split sizes", "this rank sends 8 bytes to rank 0, which expects 4"], exchange)
+    else:
+        exchange()
+        assert output.tolist() == [float(r) for r in range(w)], output
+    dist.destroy_process_group(group)
+
+
+@check(min_world=2)
+def uneven_all_gather_shapes_that_disagree(ctx: Context) -> None:
+    # Rank 0 believes rank 1 contributes 3 elements; rank 1 contributes 2.
+    group = fresh_group()
+    mine = torch.ones(2 if ctx.rank == 1 else 1)
+    shapes = [3 if (r == 1 and ctx.rank == 0) else (2 if r == 1 else 1) for r in range(ctx.world)]
+    outputs = [torch.zeros(n) for n in shapes]
+    if ctx.rank == 0 and ctx.world > 1:
+        outputs[0] = torch.zeros(1)
+    fragments = ["split sizes", "bytes"]
+    if ctx.rank in (0, 1):
+        expect_error(dist.DistBackendError, fragments, lambda: dist.all_gather(outputs, mine, group=group))
+    else:
+        dist.all_gather(outputs, mine, group=group)
+    dist.destroy_process_group(group)
+
+
+@check(min_world=2)
+def reduce_against_all_reduce(ctx: Context) -> None:
+    group = fresh_group()
+    if ctx.rank == 0:
+        expect_disagreement(
+            ["this rank runs reduce to rank 0 (SUM", "a peer sent a message of all_reduce"],
+            lambda: dist.reduce(torch.ones(4), dst=0, group=group),
+        )
+    else:
+        # Rank 0, the root, receives everything and sends nothing: it finds
+        # the disagreement and tells the others (a failure notice).
+        expect_disagreement(["rank 0 found that they do"], lambda: dist.all_reduce(torch.ones(4), group=group))
+    dist.destroy_process_group(group)
+
+
+@check(min_world=2)
+def reduce_scatter_avg_against_sum(ctx: Context) -> None:
+    group = fresh_group()
+    op = dist.ReduceOp.AVG if ctx.rank == 0 else dist.ReduceOp.SUM
+    expect_disagreement(
+        ["reduce_scatter", "AVG", "SUM"],
+        lambda: dist.reduce_scatter_tensor(torch.zeros(2), torch.ones(2 * ctx.world), op=op, group=group),
+    )
+    dist.destroy_process_group(group)
+
+
+@check(min_world=2)
+def reduce_with_another_reduction_on_one_rank(ctx: Context) -> None:
+    # Every non-root sends to the root; the root sees rank 1's MAX where it
+    # asked for SUM and fails; rank 1's send is never matched, and the
+    # root's failure notice ends it (any other rank's SUM was taken).
+    group = fresh_group()
+    op = dist.ReduceOp.MAX if ctx.rank == 1 else dist.ReduceOp.SUM
+    fragments = {0: ["this rank runs reduce to rank 0 (SUM", "reduce to rank 0 (MAX"], 1: ["rank 0 found that they do"]}
+    if ctx.rank in fragments:
+        expect_disagreement(fragments[ctx.rank], lambda: dist.reduce(torch.ones(4), dst=0, op=op, group=group))
+    else:
+        dist.reduce(torch.ones(4), dst=0, op=op, group=group)
+    dist.destroy_process_group(group)

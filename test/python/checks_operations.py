@@ -329,12 +329,16 @@ def monitored_barrier_names_every_missing_rank(ctx: Context) -> None:
             lambda: dist.monitored_barrier(group=group, timeout=timedelta(seconds=1), wait_all_ranks=True),
         )
     elif ctx.rank not in missing:
-        # Arrived, but rank 0 never releases it: its own deadline names rank 0.
-        expect_error(
-            dist.DistBackendError,
-            ["monitored_barrier", "timed out", "rank(s) [0]"],
-            lambda: dist.monitored_barrier(group=group, timeout=timedelta(seconds=1)),
-        )
+        # Arrived, but rank 0 never releases it: rank 0's failure notice or
+        # its own deadline, whichever comes first, names rank 0.
+        try:
+            dist.monitored_barrier(group=group, timeout=timedelta(seconds=1))
+        except dist.DistBackendError as error:
+            message = str(error)
+            assert "monitored_barrier" in message, message
+            assert "rank 0 gave up on this group" in message or "no data from rank(s) [0]" in message, message
+        else:
+            raise AssertionError("a rank that rank 0 never released passed the monitored barrier")
     dist.barrier(group=ctx.gloo)
     dist.destroy_process_group(group)
 
@@ -457,11 +461,12 @@ def bad_arguments_are_refused_clearly(ctx: Context) -> None:
         ["negative size"],
         lambda: dist.all_to_all_single(torch.zeros(w), torch.zeros(w), [1] * w, [-1] + [1] * (w - 1)),
     )
-    expect_error(
-        ValueError,
-        ["does not divide equally", "input_split_sizes"],
-        lambda: dist.all_to_all_single(torch.zeros(w + 1), torch.zeros(w + 1)),
-    )
+    if w > 1:
+        expect_error(
+            ValueError,
+            ["does not divide equally", "input_split_sizes"],
+            lambda: dist.all_to_all_single(torch.zeros(w + 1), torch.zeros(w + 1)),
+        )
     if ctx.rank == 0:
         expect_error(
             ValueError,
