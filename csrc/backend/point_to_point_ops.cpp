@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include "backend/future_completer.hpp"
 #include "backend/tensor_checks.hpp"
 #include "backend/ucx_backend.hpp"
 
@@ -52,6 +53,7 @@ template <typename MakeTransfer>
 c10::intrusive_ptr<c10d::Work> UcxBackend::runTransfer(c10d::OpType opType, const char* opName, c10::IValue result,
                                                        MakeTransfer make) {
   engine_->destroyRetired();  // before any lock: may free tensors
+  FutureCompleter::instance().destroyRetired();
   checkUsable(opName);
   {
     std::lock_guard<std::mutex> lock(submitMutex_);

@@ -1,4 +1,5 @@
 #include "backend/ucx_backend.hpp"
+#include "backend/future_completer.hpp"
 
 #include <c10/util/Exception.h>
 
@@ -96,6 +97,7 @@ void UcxBackend::shutdown() {
   if (!engine_->drivingHere()) {
     engine_->closeGroup(group_, true);  // after the collectives already queued
     engine_->destroyRetired();
+    FutureCompleter::instance().destroyRetired();
     engine_.reset();
     return;
   }
@@ -146,6 +148,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runCollective(c10d::OpType opType, co
                                                          Collective::Body body) {
   // Before taking any lock: this may free tensors and take the GIL.
   engine_->destroyRetired();
+  FutureCompleter::instance().destroyRetired();
   checkUsable(opName);
   const std::chrono::milliseconds timeout = effectiveTimeout(requestedTimeout);
   // Held until the collective is handed over, so that the group's

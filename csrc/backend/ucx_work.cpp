@@ -1,5 +1,7 @@
 #include "backend/ucx_work.hpp"
 
+#include "backend/future_completer.hpp"
+
 #include <c10/util/Exception.h>
 
 #include "backend/errors.hpp"
@@ -73,12 +75,15 @@ bool UcxWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void UcxWork::completeFuture(std::exception_ptr error) {
-  if (error) {
-    // Runs the Future's callbacks (e.g. a DDP comm hook's .then()) here.
-    future_->setError(exception());
-  } else {
-    future_->markCompleted(result_);
-  }
+  // Completing runs the Future's callbacks (e.g. a DDP comm hook's
+  // .then()), which may wait for other collectives: not on the driver.
+  FutureCompleter::instance().post([work = c10::intrusive_ptr<UcxWork>::reclaim_copy(this), error] {
+    if (error) {
+      work->future_->setError(work->exception());
+    } else {
+      work->future_->markCompleted(work->result_);
+    }
+  });
 }
 
 CoalescedWork::CoalescedWork(int rank, std::vector<c10::intrusive_ptr<UcxWork>> members)

@@ -6,6 +6,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "backend/future_completer.hpp"
 #include "backend/ucx_backend.hpp"
 #include "common/config.hpp"
 
@@ -27,6 +28,9 @@ std::string ucxVersion() {
 
 void stopProgressThreadAtExit() {
   ucxcoll::Engine::stopLiveEngine(std::chrono::milliseconds(ucxcoll::config().exitGraceMilliseconds));
+  // After the engine: it completed (or aborted) every Work, whose Futures
+  // the completer's threads now finish before they stop.
+  ucxcoll::FutureCompleter::instance().stop();
 }
 
 }  // namespace

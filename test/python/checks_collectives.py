@@ -371,10 +371,13 @@ def error_outputs_preallocated_with_torch_tensor_empty(ctx: Context) -> None:
 
 @check()
 def error_output_shape_differs(ctx: Context) -> None:
+    # This rank's own output must be shaped like its input (the others may
+    # differ: ranks may contribute different shapes, see checks_operations).
+    outputs = [torch.zeros(4) if r == ctx.rank else torch.zeros(3) for r in range(ctx.world)]
     expect_error(
         ValueError,
-        [f"output tensor {ctx.world - 1} has shape [4] but the input has shape [3]"],
-        lambda: dist.all_gather([torch.zeros(3)] * (ctx.world - 1) + [torch.zeros(4)], torch.zeros(3)),
+        [f"output tensor {ctx.rank} has shape [4] but the input has shape [3]"],
+        lambda: dist.all_gather(outputs, torch.zeros(3)),
     )
 
 

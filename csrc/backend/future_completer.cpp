@@ -1,0 +1,84 @@
+#include "backend/future_completer.hpp"
+
+#include <unistd.h>
+
+#include <memory>
+
+namespace ucxcoll {
+
+FutureCompleter& FutureCompleter::instance() {
+  static std::mutex guard;
+  static std::unique_ptr<FutureCompleter> completer;
+  static pid_t owner = 0;
+  std::lock_guard<std::mutex> lock(guard);
+  if (!completer || owner != getpid()) {
+    // A forked child inherits the object but not its threads: leave it be
+    // (joining or destroying threads that do not exist here is undefined).
+    (void)completer.release();
+    completer = std::make_unique<FutureCompleter>();
+    owner = getpid();
+  }
+  return *completer;
+}
+
+void FutureCompleter::post(std::function<void()> task) {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!stopped_) {
+      tasks_.push_back(std::move(task));
+      if (idle_ == 0 && threads_.size() < kMaxThreads) {
+        threads_.emplace_back([this] { serve(); });
+      } else {
+        ready_.notify_one();
+      }
+      return;
+    }
+  }
+  task();  // after stop(): nothing else would run it
+}
+
+void FutureCompleter::serve() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    ++idle_;
+    ready_.wait(lock, [this] { return stopped_ || !tasks_.empty(); });
+    --idle_;
+    if (tasks_.empty()) {
+      return;  // stopped and drained
+    }
+    auto task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+    retired_.push_back(std::move(task));
+  }
+}
+
+void FutureCompleter::destroyRetired() {
+  std::vector<std::function<void()>> retired;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retired.swap(retired_);
+  }
+}
+
+void FutureCompleter::stop() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    threads.swap(threads_);
+  }
+  ready_.notify_all();
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  destroyRetired();  // the interpreter is still whole: this thread may free Python objects
+}
+
+FutureCompleter::~FutureCompleter() {
+  stop();
+}
+
+}  // namespace ucxcoll
