@@ -9,16 +9,21 @@ runs on both in the same processes, on the same buffers. Per iteration the
 ranks first meet in a barrier of the backend being measured, then rank 0
 times one operation; the table shows the median after warm-up.
 
-Operations: all_gather_into_tensor, all_gather, all_reduce (every rank), and
-between ranks 0 and 1 (the others wait): ping_pong (rank 0 sends, rank 1
-sends it back; the time shown is half the round trip) and bidirectional
-(both isend and irecv at once; the time of the exchange).
+Operations: all_gather_into_tensor, all_gather, all_reduce,
+reduce_scatter_tensor, all_to_all_single, and (root 0) reduce, gather,
+scatter, on every rank; and between ranks 0 and 1 (the others wait):
+ping_pong (rank 0 sends, rank 1 sends it back; the time shown is half the
+round trip) and bidirectional (both isend and irecv at once; the time of
+the exchange).
 
-size      bytes per rank (the input of all_gather, the buffer of all_reduce,
-          the message of ping_pong/bidirectional)
-busbw     bus bandwidth as nccl-tests define it: all_gather moves
-          (n-1)/n x output bytes per rank, all_reduce 2(n-1)/n x buffer;
-          ping_pong: size / one-way time; bidirectional: 2 x size / time
+size      bytes per rank (the input of all_gather, gather, reduce_scatter
+          and all_to_all; the buffer of all_reduce and reduce; each rank's
+          output of scatter; the message of ping_pong/bidirectional)
+busbw     bus bandwidth as nccl-tests define it: all_gather, gather and
+          scatter move (n-1)/n x all ranks' bytes, all_reduce 2(n-1)/n x
+          buffer, reduce_scatter and all_to_all (n-1)/n x input, reduce
+          the buffer; ping_pong: size / one-way time; bidirectional:
+          2 x size / time
 speedup   gloo median / ucxcoll median (> 1: ucxcoll is faster)
 """
 
@@ -32,7 +37,8 @@ import sys
 import time
 
 SIZES = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20]
-OPERATIONS = ["all_gather_into_tensor", "all_gather", "all_reduce", "ping_pong", "bidirectional"]
+OPERATIONS = ["all_gather_into_tensor", "all_gather", "all_reduce", "reduce_scatter_tensor", "all_to_all_single",
+              "reduce", "gather", "scatter", "ping_pong", "bidirectional"]
 
 
 def iterations_for(size: int) -> tuple[int, int]:
@@ -55,6 +61,8 @@ def run_rank(args) -> None:
     for operation in args.ops:
         for size in args.sizes:
             count = max(1, size // 4)
+            if operation in ("reduce_scatter_tensor", "all_to_all_single"):
+                count = max(world, count - count % world)  # whole blocks per rank
             tensor = torch.ones(count, dtype=torch.float32)
             output = torch.empty(world * count, dtype=torch.float32)
             outputs = [torch.empty(count, dtype=torch.float32) for _ in range(world)]
@@ -68,6 +76,18 @@ def run_rank(args) -> None:
                     def step(): dist.all_gather(outputs, tensor, group=group)
                 elif operation == "all_reduce":
                     def step(): dist.all_reduce(tensor, group=group)
+                elif operation == "reduce_scatter_tensor":
+                    block = torch.empty(count // world, dtype=torch.float32)
+                    def step(): dist.reduce_scatter_tensor(block, tensor, group=group)
+                elif operation == "all_to_all_single":
+                    exchanged = torch.empty_like(tensor)
+                    def step(): dist.all_to_all_single(exchanged, tensor, group=group)
+                elif operation == "reduce":
+                    def step(): dist.reduce(tensor, dst=0, group=group)
+                elif operation == "gather":
+                    def step(): dist.gather(tensor, outputs if rank == 0 else None, dst=0, group=group)
+                elif operation == "scatter":
+                    def step(): dist.scatter(incoming, outputs if rank == 0 else None, src=0, group=group)
                 elif operation == "ping_pong":
                     def step():
                         if rank == 0:
@@ -97,8 +117,14 @@ def run_rank(args) -> None:
                     factor = 1
                 elif operation == "bidirectional":
                     factor = 2
-                else:
-                    factor = (world - 1) / world * (2 if operation == "all_reduce" else world)
+                elif operation == "all_reduce":
+                    factor = 2 * (world - 1) / world
+                elif operation in ("reduce_scatter_tensor", "all_to_all_single"):
+                    factor = (world - 1) / world
+                elif operation == "reduce":
+                    factor = 1
+                else:  # all_gather, gather, scatter
+                    factor = world - 1
                 row[backend] = {
                     "median_us": median * 1e6,
                     "busbw_gbps": factor * count * 4 / median / 1e9,
