@@ -7,6 +7,9 @@
 #   scripts/dev.sh demo     run the examples with torchrun on 4 ranks
 #   scripts/dev.sh test     run every test (Catch2, pytest, then the format check)
 #   scripts/dev.sh bench    run the collective benchmarks against gloo
+#   scripts/dev.sh conformance  torch's own distributed tests (_DistTestBase)
+#                           on gloo and ucxcoll (WORLD_SIZE=2 or 4); lists the
+#                           tests that pass on gloo but not on ucxcoll
 #   scripts/dev.sh setup    only set up and build
 #
 # UCXCOLL_VENV   where the Python environment lives (default
@@ -78,6 +81,20 @@ ensure_venv() {
   fi
 }
 
+# torch's own _DistTestBase suite on gloo and on ucxcoll (WORLD_SIZE, default
+# 2); fails if a test that passes on gloo does not pass on ucxcoll. Extra
+# arguments go to pytest (e.g. -k test_reduce).
+run_conformance() {
+  local out="$ROOT/build/conformance" world="${WORLD_SIZE:-2}" backend
+  mkdir -p "$out"
+  for backend in gloo ucxcoll; do
+    log "torch's distributed tests on $backend, world size $world"
+    BACKEND=$backend WORLD_SIZE=$world "$VENV/bin/python" -m pytest "$ROOT/test/conformance/run_torch_dist_tests.py" \
+      -q -p no:cacheprovider --junitxml="$out/$backend-w$world.xml" "$@" >"$out/$backend-w$world.log" 2>&1 || true
+  done
+  "$VENV/bin/python" "$ROOT/test/conformance/compare.py" "$out/gloo-w$world.xml" "$out/ucxcoll-w$world.xml"
+}
+
 build() {
   if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DPython3_EXECUTABLE="$VENV/bin/python" >/dev/null
@@ -145,6 +162,7 @@ case "$command" in
   demo) setup && run_demo ;;
   test) setup && run_tests "$@" ;;
   bench) setup && cd "$ROOT" && "$VENV/bin/python" benchmarks/bench_collectives.py "$@" ;;
+  conformance) setup && run_conformance "$@" ;;
   *)
     echo "usage: scripts/dev.sh {demo|test|bench|setup}" >&2
     exit 2

@@ -424,6 +424,22 @@ def options_timeout_and_sequence_number(ctx: Context) -> None:
     assert sequence_number() == before + 1
 
 
+@check(min_world=2)
+def set_timeout_is_honoured(ctx: Context) -> None:
+    group = dist.new_group(backend="ucxcoll", timeout=timedelta(seconds=60))
+    dist.distributed_c10d._set_pg_timeout(timedelta(seconds=1), group)
+    backend = group._get_backend(torch.device("cpu"))
+    assert backend.options._timeout == timedelta(seconds=1), backend.options._timeout
+    if ctx.rank == 0:  # alone: the others never join, so the new deadline must end it
+        expect_error(
+            dist.DistBackendError,
+            ["all_reduce #0", "timeout 1000 ms", "timed out"],
+            lambda: dist.all_reduce(torch.ones(1), group=group),
+        )
+    dist.barrier(group=ctx.gloo)
+    dist.destroy_process_group(group)
+
+
 # ---- errors: refused before anything is sent ---------------------------------------
 
 
