@@ -83,20 +83,26 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgather_coalesced(std::vector<std::
                                                                std::vector<at::Tensor>& inputTensors,
                                                                const c10d::AllgatherOptions& opts) {
   const char* op = "all_gather_coalesced";
-  TORCH_CHECK_VALUE(!inputTensors.empty() && outputTensorLists.size() == inputTensors.size(), "ucxcoll: ", op,
-                    " takes one output list per input (at least one), got ", outputTensorLists.size(),
-                    " output lists and ", inputTensors.size(), " inputs");
-  for (std::size_t k = 0; k < inputTensors.size(); ++k) {
-    checkCpu(op, inputTensors[k], "input");
-    checkAllgatherOutputs(op, outputTensorLists[k], inputTensors[k], size_);
+  // outputTensorLists[r][k] receives rank r's input k (torch's layout).
+  TORCH_CHECK_VALUE(!inputTensors.empty(), "ucxcoll: ", op, " needs at least one input tensor");
+  checkOnePerRank(op, outputTensorLists.size(), size_, "the list of output lists",
+                  "pass one list per rank, each with a tensor shaped like every input");
+  for (int r = 0; r < size_; ++r) {
+    TORCH_CHECK_VALUE(outputTensorLists[r].size() == inputTensors.size(), "ucxcoll: ", op, ": output list ", r,
+                      " holds ", outputTensorLists[r].size(), " tensors but there are ", inputTensors.size(),
+                      " inputs; pass one tensor per input, shaped like it");
+    for (std::size_t k = 0; k < inputTensors.size(); ++k) {
+      checkShapedLike(op, outputTensorLists[r][k], "output " + std::to_string(r) + "[" + std::to_string(k) + "]",
+                      inputTensors[k], "input " + std::to_string(k), "allocate it like that input");
+    }
   }
   PackedBytes packed = packBytes(inputTensors);
   const int64_t rowBytes = packed.buffer.numel();
   at::Tensor gathered = at::empty({size_, rowBytes}, packed.buffer.options());
   CopyBacks copies;
-  for (std::size_t k = 0; k < inputTensors.size(); ++k) {
-    for (int r = 0; r < size_; ++r) {
-      addByteCopyBack(copies, gathered[r].narrow(0, packed.offsets[k], packed.sizes[k]), outputTensorLists[k][r]);
+  for (int r = 0; r < size_; ++r) {
+    for (std::size_t k = 0; k < inputTensors.size(); ++k) {
+      addByteCopyBack(copies, gathered[r].narrow(0, packed.offsets[k], packed.sizes[k]), outputTensorLists[r][k]);
     }
   }
   return allgatherPacked(op, c10d::OpType::ALLGATHER_COALESCED, packed.buffer, gathered, std::move(copies), opts,

@@ -363,13 +363,14 @@ def coalesced_collectives_are_one_operation_each(ctx: Context) -> None:
         assert_equal(ours, reference, f"all_reduce_coalesced tensor {i}")
 
     inputs = [ctx.make(torch.int64, shape, 210 + i) for i, shape in enumerate([(2, 3), (), (0,), (5,)])]
-    outputs = [[torch.zeros_like(x) for _ in range(ctx.world)] for x in inputs]
+    # torch's layout: outputs[r][i] receives rank r's input i.
+    outputs = [[torch.zeros_like(x) for x in inputs] for _ in range(ctx.world)]
     before = sequence_number()
     dist.all_gather_coalesced(outputs, inputs)
     assert sequence_number() == before + 1, "all_gather_coalesced must be one collective"
     for i, x in enumerate(inputs):
         for r, block in enumerate(everyone(ctx, x)):
-            assert_equal(outputs[i][r], block, f"all_gather_coalesced tensor {i} block {r}")
+            assert_equal(outputs[r][i], block, f"all_gather_coalesced rank {r} tensor {i}")
 
     # What FSDP and the functional collectives use: the coalescing manager.
     gather_outputs = [torch.zeros(ctx.world * 4, dtype=dtype) for dtype in dtypes]
