@@ -75,6 +75,14 @@ bool UcxWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void UcxWork::completeFuture(std::exception_ptr error) {
+  // The profiler's record of this operation (started by c10d::Work when a
+  // profiler is active) ends now, as gloo's ends when its work finishes:
+  // left to the Work's destructor it would end whenever the last reference
+  // goes, possibly after the profiler that started it is gone.
+  if (recordFunctionEndCallback_) {
+    recordFunctionEndCallback_();
+    recordFunctionEndCallback_ = nullptr;
+  }
   // Completing runs the Future's callbacks (e.g. a DDP comm hook's
   // .then()), which may wait for other collectives: not on the driver.
   FutureCompleter::instance().post([work = c10::intrusive_ptr<UcxWork>::reclaim_copy(this), error] {
