@@ -8,6 +8,7 @@ Each rank prints one line "RESULT <json>". Like the check modules, this
 never imports ucxcoll: the backend comes from torch's autoload.
 """
 
+import gc
 import json
 import os
 import sys
@@ -36,6 +37,12 @@ def on_both_backends(rank, world, port, run):
     for offset, backend in enumerate(["ucxcoll", "gloo"]):
         init(rank, world, port + offset, backend)
         results[backend] = run(backend)
+        # What the run left in reference cycles (a comm hook's futures) goes
+        # now, on this thread: left to the interpreter's final collection,
+        # gloo's process group can lose its last reference on its own worker
+        # thread, whose destructor then joins itself (std::system_error,
+        # "Resource deadlock avoided": seen with PowerSGD on gloo).
+        gc.collect()
         dist.destroy_process_group()
     return results
 
