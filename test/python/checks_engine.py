@@ -16,6 +16,14 @@ from checking import Checks, Context, assert_equal, expect_error
 
 check = Checks()
 
+
+def new_group():
+    """A group of every rank with the checks' deadline (new_group's default
+    is 30 minutes): an operation that never completes fails with its
+    description of what it still waits for, well within the harness's time."""
+    return dist.new_group(backend="ucxcoll", timeout=timedelta(seconds=60))
+
+
 # ---- barrier, async handles, subgroups -------------------------------------------
 
 
@@ -96,7 +104,7 @@ def engine_thread_never_frees_python_tensors(ctx: Context) -> None:
 
 @check(min_world=2)
 def work_wait_with_timeout_expires_then_completes(ctx: Context) -> None:
-    group = dist.new_group(backend="ucxcoll")
+    group = new_group()
     tensor = torch.ones(4)
     if ctx.rank == 0:
         work = dist.all_reduce(tensor, group=group, async_op=True)
@@ -159,7 +167,7 @@ def new_groups_share_the_one_progress_thread(ctx: Context) -> None:
     # One UCX context and progress thread per process, whatever the number
     # of groups: creating and using four more groups adds no thread.
     threads_before = len(os.listdir("/proc/self/task"))
-    groups = [dist.new_group(backend="ucxcoll") for _ in range(4)]
+    groups = [new_group() for _ in range(4)]
     for i, group in enumerate(groups):
         tensor = torch.full((3,), float(i))
         dist.all_reduce(tensor, group=group)
@@ -175,6 +183,7 @@ def new_groups_share_the_one_progress_thread(ctx: Context) -> None:
 # ---- many operations in flight: threads, groups, point-to-point ------------------
 
 
+
 def run_threads(*bodies) -> None:
     """Runs each body on its own thread; re-raises the first failure."""
     errors = []
@@ -185,7 +194,9 @@ def run_threads(*bodies) -> None:
         except BaseException as error:  # noqa: BLE001
             errors.append(error)
 
-    threads = [threading.Thread(target=guarded, args=(body,)) for body in bodies]
+    # Daemon threads: one that never finishes fails the check below instead
+    # of keeping the rank process from exiting.
+    threads = [threading.Thread(target=guarded, args=(body,), daemon=True) for body in bodies]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -207,8 +218,8 @@ def all_reduces(group, count: int, rounds: int, world: int, offset: float):
 
 @check(min_world=2)
 def two_threads_two_groups_in_the_same_order(ctx: Context) -> None:
-    a = dist.new_group(backend="ucxcoll")
-    b = dist.new_group(backend="ucxcoll")
+    a = new_group()
+    b = new_group()
     run_threads(all_reduces(a, 100, 60, ctx.world, 0.0), all_reduces(b, 50_000, 20, ctx.world, 0.5))
     dist.destroy_process_group(a)
     dist.destroy_process_group(b)
@@ -220,8 +231,8 @@ def two_threads_two_groups_in_opposite_orders(ctx: Context) -> None:
     # ranks b's before a's. With one queue for all groups, a on the even
     # ranks would wait behind... b on the odd ranks, which waits for b on
     # the even ranks, queued behind a: a deadlock until the deadline.
-    a = dist.new_group(backend="ucxcoll")
-    b = dist.new_group(backend="ucxcoll")
+    a = new_group()
+    b = new_group()
 
     def delayed(body):
         def run():
@@ -242,8 +253,8 @@ def two_threads_two_groups_in_opposite_orders(ctx: Context) -> None:
 
 @check(min_world=2)
 def async_collectives_of_one_group_while_another_runs_synchronous_ones(ctx: Context) -> None:
-    a = dist.new_group(backend="ucxcoll")
-    b = dist.new_group(backend="ucxcoll")
+    a = new_group()
+    b = new_group()
     tensors = [torch.full((1 << 18,), float(i)) for i in range(16)]
     works = [dist.all_reduce(t, group=a, async_op=True) for t in tensors]
     all_reduces(b, 8, 100, ctx.world, 0.25)()
@@ -257,7 +268,7 @@ def async_collectives_of_one_group_while_another_runs_synchronous_ones(ctx: Cont
 
 @check(min_world=2)
 def point_to_point_interleaved_with_collectives_on_the_same_and_other_groups(ctx: Context) -> None:
-    other = dist.new_group(backend="ucxcoll")
+    other = new_group()
     right, left = (ctx.rank + 1) % ctx.world, (ctx.rank - 1) % ctx.world
     pending = []
     for i in range(20):
