@@ -47,6 +47,29 @@ def run_processes(commands, timeout: float, env=None):
     return results
 
 
+def run_reporting_ranks(script: str, name: str, world: int, timeout: float, outputs: list | None = None, **env):
+    """Runs `script NAME RANK WORLD PORT WORKDIR` on `world` ranks, with
+    `env` added to the environment, and returns each rank's report (its
+    last "RESULT <json>" line); asserts that every rank exited cleanly.
+    Each rank's whole output is appended to `outputs` if given."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix=f"ucxcoll-{name}-") as workdir:
+        commands = [
+            [sys.executable, str(HERE / script), name, str(rank), str(world), str(port), workdir]
+            for rank in range(world)
+        ]
+        results = run_processes(commands, timeout, env=dict(os.environ, **env))
+    reports = []
+    for rank, (code, output) in enumerate(results):
+        assert code == 0, f"rank {rank} of {name} exited with {code}:\n{output[-4000:]}"
+        if outputs is not None:
+            outputs.append(output)
+        lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
+        assert lines, f"rank {rank} of {name} reported nothing:\n{output[-4000:]}"
+        reports.append(json.loads(lines[-1][len("RESULT ") :]))
+    return reports
+
+
 class RankRun:
     """The reports of one check module's rank processes at one world size."""
 

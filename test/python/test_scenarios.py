@@ -1,7 +1,6 @@
 """Selection by name (autoload, torchrun), stores, process lifetime, DDP,
 and idle behaviour: each in its own processes."""
 
-import json
 import os
 import subprocess
 import sys
@@ -9,31 +8,14 @@ import tempfile
 
 import pytest
 
-from harness import HERE, REPO, free_port, run_processes
+from harness import REPO, free_port, run_reporting_ranks
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
 def run_scenario(name: str, world: int, timeout: float = 300, outputs: list | None = None, **env):
-    """Runs scenarios.py NAME on `world` ranks, with `env` added to the
-    environment, and returns each rank's report (its last RESULT line); each
-    rank's whole output is appended to `outputs` if given."""
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix=f"ucxcoll-{name}-") as workdir:
-        commands = [
-            [sys.executable, str(HERE / "scenarios.py"), name, str(rank), str(world), str(port), workdir]
-            for rank in range(world)
-        ]
-        results = run_processes(commands, timeout, env=dict(os.environ, **env))
-    reports = []
-    for rank, (code, output) in enumerate(results):
-        assert code == 0, f"rank {rank} of {name} exited with {code}:\n{output[-4000:]}"
-        if outputs is not None:
-            outputs.append(output)
-        lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
-        assert lines, f"rank {rank} of {name} reported nothing:\n{output[-4000:]}"
-        reports.append(json.loads(lines[-1][len("RESULT ") :]))
-    return reports
+    """Runs scenarios.py NAME on `world` ranks; each rank's report."""
+    return run_reporting_ranks("scenarios.py", name, world, timeout, outputs, **env)
 
 
 def python(code: str, **env):

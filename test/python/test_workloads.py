@@ -3,31 +3,14 @@ FSDP2 (fp32, bf16 parameters with fp32 reduction, HSDP on a 2x2 mesh),
 tensor parallelism with DTensor, DCP save on 4 ranks and load on 2, and
 DDP with find_unused_parameters, no_sync, static_graph and PowerSGD."""
 
-import json
-import os
-import sys
-import tempfile
-
 import pytest
 
-from harness import HERE, free_port, run_processes
+from harness import run_reporting_ranks
 
 
 def run_workload(name: str, world: int, timeout: float = 600, **env):
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix=f"ucxcoll-{name}-") as workdir:
-        commands = [
-            [sys.executable, str(HERE / "workloads.py"), name, str(rank), str(world), str(port), workdir]
-            for rank in range(world)
-        ]
-        results = run_processes(commands, timeout, env=dict(os.environ, **env))
-    reports = []
-    for rank, (code, output) in enumerate(results):
-        assert code == 0, f"rank {rank} of {name} exited with {code}:\n{output[-4000:]}"
-        lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
-        assert lines, f"rank {rank} of {name} reported nothing:\n{output[-4000:]}"
-        reports.append(json.loads(lines[-1][len("RESULT ") :]))
-    return reports
+    """Runs workloads.py NAME on `world` ranks; each rank's report."""
+    return run_reporting_ranks("workloads.py", name, world, timeout, **env)
 
 
 def assert_close(result, what):
