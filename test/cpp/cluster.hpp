@@ -34,6 +34,29 @@ inline const char* wireName(Wire wire) {
   return wire == Wire::Ucx ? "UCX" : "loopback";
 }
 
+// A group size on a wire: the algorithm tests run every one.
+struct Setup {
+  Wire wire;
+  int ranks;
+};
+
+// Loopback at 1-16 ranks (cheap, deterministic disturbances), UCX at 1-8.
+inline std::vector<Setup> setups() {
+  std::vector<Setup> all;
+  for (int n = 1; n <= 16; ++n) {
+    all.push_back({Wire::Loopback, n});
+  }
+  for (int n = 1; n <= 8; ++n) {
+    all.push_back({Wire::Ucx, n});
+  }
+  return all;
+}
+
+// Loopback delivery delayed and reordered, reproducibly from `seed`.
+inline LoopbackOptions disturbed(int seed) {
+  return LoopbackOptions{.seed = static_cast<uint64_t>(seed), .maxDelay = 4, .reorder = true};
+}
+
 class Cluster {
  public:
   Cluster(int ranks, Wire wire, LoopbackOptions options = {},

@@ -33,26 +33,6 @@ int32_t valueOf(int rank, std::size_t index) {
 // sizes (empty blocks).
 const std::vector<std::size_t> kElementCounts{0, 1, 3, 1000, 65536 + 5, 300001, (1 << 19) + 1};
 
-struct Setup {
-  Wire wire;
-  int ranks;
-};
-
-std::vector<Setup> setups() {
-  std::vector<Setup> all;
-  for (int n = 1; n <= 16; ++n) {
-    all.push_back({Wire::Loopback, n});
-  }
-  for (int n = 1; n <= 8; ++n) {
-    all.push_back({Wire::Ucx, n});
-  }
-  return all;
-}
-
-LoopbackOptions disturbed(int seed) {
-  return LoopbackOptions{.seed = static_cast<uint64_t>(seed), .maxDelay = 4, .reorder = true};
-}
-
 // Large counts only where they stay quick: loopback copies every byte.
 bool affordable(const Setup& setup, std::size_t count) {
   return count * static_cast<std::size_t>(setup.ranks) <= (std::size_t{4} << 20);

@@ -23,26 +23,6 @@ int64_t valueOf(int rank, std::size_t index) {
   return static_cast<int64_t>(rank) * 1000003 + static_cast<int64_t>(index) * 7;
 }
 
-struct Setup {
-  Wire wire;
-  int ranks;
-};
-
-std::vector<Setup> setups() {
-  std::vector<Setup> all;
-  for (int n = 1; n <= 16; ++n) {
-    all.push_back({Wire::Loopback, n});
-  }
-  for (int n = 1; n <= 8; ++n) {
-    all.push_back({Wire::Ucx, n});
-  }
-  return all;
-}
-
-LoopbackOptions disturbed(int seed) {
-  return LoopbackOptions{.seed = static_cast<uint64_t>(seed), .maxDelay = 4, .reorder = true};
-}
-
 // 0, tiny, and above the small-message limit (reduce's second algorithm).
 std::vector<std::size_t> counts(const Setup& setup) {
   std::vector<std::size_t> all{0, 1, 5, 1000};
