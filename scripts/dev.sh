@@ -103,7 +103,12 @@ build() {
   # The package is installed editable: the module built here is the one
   # Python loads. The install itself (entry point, metadata) is redone only
   # when the packaging files change.
-  cp -f "$BUILD"/_C*.so "$ROOT/torch_ext/ucxcoll/"
+  # Replaced, never overwritten in place: a running process maps the old file.
+  local module
+  for module in "$BUILD"/_C*.so; do
+    cp -f "$module" "$ROOT/torch_ext/ucxcoll/.$(basename "$module").new"
+    mv -f "$ROOT/torch_ext/ucxcoll/.$(basename "$module").new" "$ROOT/torch_ext/ucxcoll/$(basename "$module")"
+  done
   local stamp="$BUILD/.ucxcoll-installed" wanted
   wanted="$(cat "$ROOT/setup.py" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
   # The venv is shared by every clone on the machine: reinstall when the

@@ -1,5 +1,6 @@
 #include "backend/future_completer.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <memory>
@@ -38,6 +39,7 @@ void FutureCompleter::post(std::function<void()> task) {
 }
 
 void FutureCompleter::serve() {
+  pthread_setname_np(pthread_self(), "ucxcoll-future");
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     ++idle_;
