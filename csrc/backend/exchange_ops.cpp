@@ -8,10 +8,15 @@
 #include <c10/util/Exception.h>
 
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "backend/collective_helpers.hpp"
+#include "backend/errors.hpp"
 #include "backend/tensor_checks.hpp"
 #include "backend/ucx_backend.hpp"
+#include "backend/ucx_work.hpp"
+#include "common/error.hpp"
 
 namespace ucxcoll {
 namespace {
@@ -244,13 +249,59 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::scatter(std::vector<at::Tensor>& outp
 }
 
 void UcxBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  // Rank 0 hears from every rank directly; its timeout error lists every
-  // rank that did not arrive, which is what wait_all_ranks asks for (and
-  // says more than the first one otherwise).
-  (void)waitAllRanks;
-  auto work = runCollective(c10d::OpType::BARRIER, "monitored_barrier", opts.timeout, false,
+  // A timeout of 0 leaves no time to wait (gloo's rank 0 then fails at
+  // once); ucxcoll's deadlines take 0 as "none", so it waits 1 ms.
+  const auto timeout = opts.timeout == std::chrono::milliseconds(0) ? std::chrono::milliseconds(1) : opts.timeout;
+  auto work = runCollective(c10d::OpType::BARRIER, "monitored_barrier", timeout, false,
                             c10::IValue(std::vector<at::Tensor>{}), tensorListType(), &barrierMonitored);
-  work->wait();
+  try {
+    work->wait();
+  } catch (const std::exception&) {
+    auto* ours = dynamic_cast<UcxWork*>(work.get());
+    std::exception_ptr error = ours != nullptr ? ours->ucxcollError() : nullptr;
+    if (!error) {
+      throw;
+    }
+    std::rethrow_exception(backendError(monitoredBarrierFailure(error, effectiveTimeout(opts.timeout), waitAllRanks)));
+  }
+}
+
+std::string UcxBackend::monitoredBarrierFailure(const std::exception_ptr& error, std::chrono::milliseconds timeout,
+                                                bool waitAllRanks) const {
+  // The first sentence is gloo's, word for word, so that scripts (and
+  // torch's own tests) that look for it find it; what ucxcoll saw follows.
+  std::string ours;
+  std::vector<int> silent;
+  try {
+    std::rethrow_exception(error);
+  } catch (const TimeoutError& timeout) {
+    ours = timeout.what();
+    silent = timeout.silentPeers();
+  } catch (const std::exception& other) {
+    ours = other.what();
+  }
+  const std::string ms = std::to_string(timeout.count());
+  if (rank_ != 0) {
+    return "ucxcoll: Rank " + std::to_string(rank_) +
+           " successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0 (" +
+           ours + ")";
+  }
+  if (silent.empty()) {
+    return ours;
+  }
+  if (timeout.count() == 0) {
+    return "ucxcoll: Rank 0 timed out in monitoredBarrier after 0 ms (" + ours + ")";
+  }
+  if (!waitAllRanks) {
+    // gloo names the first rank that did not arrive; every one is in `ours`.
+    return "ucxcoll: [Rank 0]: Rank " + std::to_string(silent.front()) + " failed to pass monitoredBarrier in " + ms +
+           " ms (" + ours + ")";
+  }
+  std::string ranks;
+  for (int rank : silent) {
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+  }
+  return "ucxcoll: [Rank 0]: Ranks " + ranks + " failed to pass monitoredBarrier in " + ms + " ms (" + ours + ")";
 }
 
 }  // namespace ucxcoll

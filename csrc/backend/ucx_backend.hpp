@@ -140,6 +140,9 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<UcxWork> makeWork(Operation& op, c10d::OpType opType, const char* opName, c10::IValue result,
                                        c10::TypePtr resultType, uint64_t sequence);
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
+  // The message of a failed monitored barrier: gloo's wording, then ours.
+  std::string monitoredBarrierFailure(const std::exception_ptr& error, std::chrono::milliseconds timeout,
+                                      bool waitAllRanks) const;
   // all_gather (list form) whose outputs differ in shape from rank to rank.
   c10::intrusive_ptr<c10d::Work> allgatherUneven(std::vector<at::Tensor>& outputs, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts);

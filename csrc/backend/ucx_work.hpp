@@ -45,6 +45,9 @@ class UcxWork : public c10d::Work {
   // Called on the engine's driver once the operation completed.
   void completeFuture(std::exception_ptr error);
   void setSourceRank(int rank) { sourceRank_.store(rank, std::memory_order_release); }
+  // The error the operation failed with, as ucxcoll raised it (before the
+  // conversion to torch's exception types); null while running or on success.
+  std::exception_ptr ucxcollError() const { return completion_->done() ? completion_->error() : nullptr; }
 
  private:
   std::weak_ptr<Engine> engine_;

@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ucxcoll {
 
@@ -16,7 +18,13 @@ class Error : public std::runtime_error {
 // The operation's deadline passed before every peer delivered.
 class TimeoutError : public Error {
  public:
-  using Error::Error;
+  explicit TimeoutError(const std::string& what, std::vector<int> silentPeers = {})
+      : Error(what), silentPeers_(std::move(silentPeers)) {}
+  // The ranks this operation still waited to hear from, in ascending order.
+  const std::vector<int>& silentPeers() const { return silentPeers_; }
+
+ private:
+  std::vector<int> silentPeers_;
 };
 
 // Ranks disagree about a collective (different sizes, dtypes or order).

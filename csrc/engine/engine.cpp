@@ -657,7 +657,8 @@ void Engine::housekeeping(Clock::time_point now) {
     }
     Operation& op = *found->second;
     if (!op.failure_) {
-      op.fail(std::make_exception_ptr(TimeoutError(op.name() + " timed out: " + op.describeMissingPeers())));
+      op.fail(std::make_exception_ptr(
+          TimeoutError(op.name() + " timed out: " + op.describeMissingPeers(), op.silentPeers())));
     }
     review(op);
   }

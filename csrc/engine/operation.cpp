@@ -118,6 +118,18 @@ void Operation::fail(std::exception_ptr error) {
   }
 }
 
+std::vector<int> Operation::silentPeers() const {
+  std::vector<int> peers;
+  for (const auto& request : requests_) {
+    if (!request.ended() && request.isReceive() && request.peer() >= 0 &&
+        std::find(peers.begin(), peers.end(), request.peer()) == peers.end()) {
+      peers.push_back(request.peer());
+    }
+  }
+  std::sort(peers.begin(), peers.end());
+  return peers;
+}
+
 std::string Operation::describeMissingPeers() const {
   std::vector<int> receives;
   std::vector<int> sends;

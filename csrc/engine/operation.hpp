@@ -146,6 +146,8 @@ class Operation {
   // Record the first failure; the engine takes it from there.
   void fail(std::exception_ptr error);
   std::string describeMissingPeers() const;
+  // The ranks a receive of this operation still waits for, ascending.
+  std::vector<int> silentPeers() const;
 
   const Kind kind_;
   std::shared_ptr<Group> group_;
