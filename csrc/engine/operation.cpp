@@ -131,7 +131,7 @@ std::vector<int> Operation::silentPeers() const {
 }
 
 std::string Operation::describeMissingPeers() const {
-  std::vector<int> receives;
+  const std::vector<int> receives = silentPeers();
   std::vector<int> sends;
   bool anySource = false;
   for (const auto& request : requests_) {
@@ -140,11 +140,8 @@ std::string Operation::describeMissingPeers() const {
     }
     if (request.peer() < 0) {
       anySource = true;
-      continue;
-    }
-    auto& list = request.isReceive() ? receives : sends;
-    if (std::find(list.begin(), list.end(), request.peer()) == list.end()) {
-      list.push_back(request.peer());
+    } else if (!request.isReceive() && std::find(sends.begin(), sends.end(), request.peer()) == sends.end()) {
+      sends.push_back(request.peer());
     }
   }
   auto join = [](const std::vector<int>& ranks) {
