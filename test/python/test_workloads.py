@@ -3,6 +3,8 @@ FSDP2 (fp32, bf16 parameters with fp32 reduction, HSDP on a 2x2 mesh),
 tensor parallelism with DTensor, DCP save on 4 ranks and load on 2, and
 DDP with find_unused_parameters, no_sync, static_graph and PowerSGD."""
 
+import tempfile
+
 import pytest
 
 from harness import run_reporting_ranks

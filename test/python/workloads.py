@@ -19,6 +19,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 HIDDEN = 32
+FINISHED_GROUPS = []  # see on_both_backends
 
 
 def report(**values) -> None:
@@ -37,12 +38,15 @@ def on_both_backends(rank, world, port, run):
     for offset, backend in enumerate(["ucxcoll", "gloo"]):
         init(rank, world, port + offset, backend)
         results[backend] = run(backend)
-        # What the run left in reference cycles (a comm hook's futures) goes
-        # now, on this thread: left to the interpreter's final collection,
-        # gloo's process group can lose its last reference on its own worker
-        # thread, whose destructor then joins itself (std::system_error,
-        # "Resource deadlock avoided": seen with PowerSGD on gloo).
+        # A comm hook's .then() callback holds the process group; gloo's
+        # worker thread may drop the last such callback after this run
+        # returns, and if that were the group's last reference, gloo's
+        # destructor would run on that worker and join itself
+        # (std::system_error "Resource deadlock avoided" at exit, seen with
+        # PowerSGD on gloo). So the groups stay referenced here until the
+        # interpreter ends, long after every worker has let go.
         gc.collect()
+        FINISHED_GROUPS.append(dist.group.WORLD)
         dist.destroy_process_group()
     return results
 
