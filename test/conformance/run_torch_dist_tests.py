@@ -9,7 +9,6 @@ scripts/dev.sh conformance runs it for ucxcoll and gloo and compares.
 """
 
 import os
-import sys
 import tempfile
 
 os.environ.setdefault("BACKEND", "ucxcoll")

@@ -4,7 +4,6 @@ and idle behaviour: each in its own processes."""
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
