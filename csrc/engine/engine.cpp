@@ -333,7 +333,8 @@ Engine::Lease::~Lease() {
 }
 
 void Engine::Lease::driveUntil(const Completion& completion) {
-  engine_->drive(&completion.flag(), Clock::time_point::max());
+  // A lost operation is reported by the wait() that follows.
+  [[maybe_unused]] bool lost = engine_->drive(&completion.flag(), Clock::time_point::max());
 }
 
 bool Engine::wait(const Completion& completion, Clock::time_point until) {
@@ -346,19 +347,31 @@ bool Engine::wait(const Completion& completion, Clock::time_point until) {
       return false;
     }
     if (drivingHere()) {
-      drive(&completion.flag(), until);
+      if (drive(&completion.flag(), until)) {
+        throwLostOperation();
+      }
       continue;
     }
     if (tryAcquire(Driver::Caller)) {
-      drive(&completion.flag(), until);
+      const bool lost = drive(&completion.flag(), until);
       release();
       destroyRetired();
+      if (lost) {
+        throwLostOperation();
+      }
       continue;
     }
     // Another thread drives and completes it. Wake now and then anyway: it
     // may let go of the driver role with our operation still in flight.
     completion.sleepUntil(std::min(until, now + std::chrono::milliseconds(100)));
   }
+}
+
+void Engine::throwLostOperation() {
+  UCXCOLL_WARN("internal error: an operation being waited for left the engine without completing");
+  throw Error(
+      "ucxcoll internal error: the operation this thread waits for is no longer in flight, yet it never completed "
+      "(please report it, with the output of UCXCOLL_LOG_LEVEL=debug if you can)");
 }
 
 bool Engine::pollOnce() {
@@ -390,7 +403,8 @@ void Engine::destroyRetired() {
 
 // ---- The driver loop ----------------------------------------------------------
 
-void Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
+bool Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
+  bool lost = false;
   ++depth_;
   const auto spin = std::chrono::microseconds(spinMicroseconds_.load(std::memory_order_relaxed));
   auto spinUntil = Clock::now() + spin;
@@ -399,8 +413,15 @@ void Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
       break;  // whoever stops the engine aborts what is in flight
     }
     bool worked = step();
-    if (until != nullptr ? until->load(std::memory_order_acquire)
-                         : (inFlight_.empty() && !hasSubmissions_.load(std::memory_order_acquire))) {
+    const bool nothingInFlight = inFlight_.empty() && !hasSubmissions_.load(std::memory_order_acquire);
+    if (until != nullptr ? until->load(std::memory_order_acquire) : nothingInFlight) {
+      break;
+    }
+    if (nothingInFlight && zombies_.empty()) {
+      // What `until` waits for was submitted before the wait began, and
+      // nothing that could still complete it is left: it was lost. Say so
+      // rather than wait forever.
+      lost = true;
       break;
     }
     auto now = Clock::now();
@@ -425,6 +446,7 @@ void Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
     spinUntil = Clock::now() + spin;
   }
   --depth_;
+  return lost;
 }
 
 void Engine::abortAndDrain() {
@@ -549,6 +571,7 @@ void Engine::review(Operation& op) {
     if (op.outstanding_ == 0) {
       auto found = std::find_if(zombies_.begin(), zombies_.end(), [&](const auto& z) { return z.get() == &op; });
       if (found != zombies_.end()) {
+        forget(op);
         std::lock_guard<std::mutex> lock(mutex_);
         retired_.push_back(std::move(*found));
         zombies_.erase(found);
@@ -589,6 +612,11 @@ void Engine::review(Operation& op) {
   }
 }
 
+void Engine::forget(Operation& op) {
+  std::erase(ready_, &op);
+  std::erase(attention_, &op);
+}
+
 void Engine::failOperation(Operation& op, std::exception_ptr error) {
   op.fail(std::move(error));
   if (!op.started_) {
@@ -601,7 +629,13 @@ void Engine::failOperation(Operation& op, std::exception_ptr error) {
 void Engine::complete(Operation& op) {
   op.completed_ = true;
   auto owned = inFlight_.extract(op.serial_);
-  Group* group = op.group();
+  // Once retired (below), a caller's destroyRetired() on another thread may
+  // destroy the operation at any moment: what is needed of it afterwards is
+  // taken now, and no queue keeps pointing at it.
+  const std::shared_ptr<Completion> completion = op.completion_;
+  const std::shared_ptr<Group> groupRef = op.group_;
+  Group* group = groupRef.get();
+  forget(op);
   if (group != nullptr) {
     if (group->running_ == &op) {
       group->running_ = nullptr;
@@ -636,7 +670,7 @@ void Engine::complete(Operation& op) {
       idle_.notify_all();
     }
   }
-  op.completion_->set(error);
+  completion->set(error);
   // Next in line of the group, before running user code.
   if (group != nullptr) {
     startWaitingCollectives(*group);
@@ -679,14 +713,22 @@ void Engine::housekeeping(Clock::time_point now) {
 }
 
 void Engine::abortAll(const std::string& why) {
-  std::vector<Operation*> all;
   takeSubmissions();
+  std::vector<uint64_t> all;
   for (auto& [serial, op] : inFlight_) {
-    all.push_back(op.get());
+    all.push_back(serial);
   }
-  for (Operation* op : all) {
-    if (!op->completed_) {
-      failOperation(*op, std::make_exception_ptr(AbortedError(op->name() + " was aborted: " + why)));
+  abortEach(all, why);
+}
+
+void Engine::abortEach(const std::vector<uint64_t>& serials, const std::string& why) {
+  // By serial, not by pointer: failing one operation may complete others
+  // (the next collective of its group), which callers may then destroy.
+  for (uint64_t serial : serials) {
+    auto found = inFlight_.find(serial);
+    if (found != inFlight_.end() && !found->second->completed_) {
+      Operation& op = *found->second;
+      failOperation(op, std::make_exception_ptr(AbortedError(op.name() + " was aborted: " + why)));
     }
   }
 }
@@ -746,12 +788,11 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
     Task run() override {
       Group& group = *this->group();
       group.closed_ = true;
-      std::vector<Operation*> transfers(group.transfers_.begin(), group.transfers_.end());
-      for (Operation* transfer : transfers) {
-        owner_.failOperation(
-            *transfer,
-            std::make_exception_ptr(AbortedError(transfer->name() + " was aborted: the process group was shut down")));
+      std::vector<uint64_t> transfers;
+      for (Operation* transfer : group.transfers_) {
+        transfers.push_back(transfer->serial_);
       }
+      owner_.abortEach(transfers, "the process group was shut down");
       owner_.channelInUse_.at(group.channel()) = false;
       co_return;
     }
@@ -772,15 +813,18 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
 
 void Engine::abortGroup(const std::shared_ptr<Group>& group, const std::string& reason) {
   runOnDriver([&] {
-    std::vector<Operation*> victims(group->waiting_.begin(), group->waiting_.end());
+    std::vector<uint64_t> victims;
+    for (Operation* op : group->waiting_) {
+      victims.push_back(op->serial_);
+    }
     group->waiting_.clear();
     if (group->running_ != nullptr) {
-      victims.push_back(group->running_);
+      victims.push_back(group->running_->serial_);
     }
-    victims.insert(victims.end(), group->transfers_.begin(), group->transfers_.end());
-    for (Operation* op : victims) {
-      failOperation(*op, std::make_exception_ptr(AbortedError(op->name() + " was aborted: " + reason)));
+    for (Operation* op : group->transfers_) {
+      victims.push_back(op->serial_);
     }
+    abortEach(victims, reason);
   });
   closeGroup(group, false);
 }

@@ -24,9 +24,11 @@
 // they were submitted (as NCCL does on one communicator); collectives of
 // other groups and point-to-point transfers proceed independently.
 //
-// Completion callbacks (onComplete: a Work's Future callbacks) run on the
-// driver thread. They may submit operations and even wait for them: waiting
-// on the driver thread drives the engine (nested) instead of blocking it.
+// Completion callbacks (onComplete; the backend's hands the Work's Future
+// to another thread) run on the driver thread. They may submit operations
+// and even wait for them: waiting on the driver thread drives the engine
+// (nested) instead of blocking it. Once an operation is retired, a caller
+// may destroy it at any moment: the driver touches it no more.
 //
 // Finished operations are not destroyed by the progress thread: one may
 // hold the last reference to tensors that Python owns, and dropping that
@@ -175,8 +177,10 @@ class Engine {
   bool tryAcquire(Driver role, bool evenIfStopped = false);
   void release();
   // Drive until `*until` is set or `limit` passes; with until == nullptr,
-  // until nothing is in flight.
-  void drive(const std::atomic<bool>* until, Clock::time_point limit);
+  // until nothing is in flight. Returns true if it stopped because `*until`
+  // can no longer be set: nothing is left in flight (an engine defect).
+  bool drive(const std::atomic<bool>* until, Clock::time_point limit);
+  [[noreturn]] void throwLostOperation();
   bool step();  // one pass; true if anything happened
   void sleep(const std::atomic<bool>* until, Clock::time_point limit);
 
@@ -186,8 +190,12 @@ class Engine {
   void resume(Operation& op, std::coroutine_handle<> handle);
   void review(Operation& op);
   void complete(Operation& op);
+  // Drop the queues' pointers to an operation about to be retired.
+  void forget(Operation& op);
   void housekeeping(Clock::time_point now);
   void abortAll(const std::string& why);
+  // Fail those of the operations `serials` still in flight with AbortedError.
+  void abortEach(const std::vector<uint64_t>& serials, const std::string& why);
   void abortAndDrain();
   void failOperation(Operation& op, std::exception_ptr error);
 

@@ -41,6 +41,7 @@ class Transfer {
   // Owned by the transport while the transfer is in flight.
   bool inFlight = false;
   void* native = nullptr;
+  void* carrier = nullptr;  // the transport object that carries it
 
  protected:
   ~Transfer() = default;

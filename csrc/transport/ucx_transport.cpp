@@ -44,9 +44,42 @@ TransferResult resultOf(ucs_status_t status) {
   return result;
 }
 
+// How deep the calling thread is in our own calls into UCX. A completion
+// callback that finds it at 0 runs on a thread of UCX's own.
+thread_local int tUcxCallDepth = 0;
+
+struct InsideUcx {
+  InsideUcx() { ++tUcxCallDepth; }
+  ~InsideUcx() { --tUcxCallDepth; }
+  InsideUcx(const InsideUcx&) = delete;
+  InsideUcx& operator=(const InsideUcx&) = delete;
+};
+
+}  // namespace
+
+// Queues a completion reported on UCX's async thread for the driver.
+void deferCompletion(Transfer& transfer, const TransferResult& result) {
+  auto& transport = *static_cast<UcxTransport*>(transfer.carrier);
+  {
+    std::lock_guard<std::mutex> lock(transport.deferredMutex_);
+    transfer.inFlight = false;
+    transfer.native = nullptr;
+    transport.deferred_.emplace_back(&transfer, result);
+    transport.hasDeferred_.store(true, std::memory_order_release);
+  }
+  UCXCOLL_DEBUG("a UCX completion arrived on a thread of UCX's own; the driver ends it");
+  transport.interrupt();
+}
+
+namespace {
+
 // The transport forgets the request before telling the transfer, so that
 // a cancel() from the handler cannot reach a freed request.
 void finish(Transfer& transfer, const TransferResult& result) {
+  if (tUcxCallDepth == 0) {
+    deferCompletion(transfer, result);
+    return;
+  }
   transfer.inFlight = false;
   transfer.native = nullptr;
   transfer.transferDone(result);
@@ -67,21 +100,46 @@ void recvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* inf
   finish(*static_cast<Transfer*>(userData), result);
 }
 
+}  // namespace
+
 // A request UCX returned: in flight, or (UCP_OP_ATTR_FLAG_NO_IMM_CMPL) one
-// whose callback already ran inside the call.
-void track(Transfer& transfer, ucs_status_ptr_t request, const char* what) {
+// whose callback already ran, inside the call or on UCX's async thread.
+void UcxTransport::track(Transfer& transfer, ucs_status_ptr_t request, const char* what) {
   if (UCS_PTR_IS_ERR(request)) {
     TransferResult failed = resultOf(UCS_PTR_STATUS(request));
     failed.detail = std::string(what) + ": " + failed.detail;
     finish(transfer, failed);
   } else if (request == nullptr) {
     finish(transfer, TransferResult{});  // done at once; no callback follows
-  } else if (transfer.inFlight) {
-    transfer.native = request;
+  } else {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    if (transfer.inFlight) {
+      transfer.native = request;
+    }
   }
 }
 
-}  // namespace
+unsigned UcxTransport::progress() {
+  InsideUcx inside;
+  unsigned events = ucp_worker_progress(worker_.get());
+  if (hasDeferred_.load(std::memory_order_acquire)) {
+    events += endDeferred();
+  }
+  return events;
+}
+
+unsigned UcxTransport::endDeferred() {
+  std::vector<std::pair<Transfer*, TransferResult>> ended;
+  {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    ended.swap(deferred_);
+    hasDeferred_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& [transfer, result] : ended) {
+    transfer->transferDone(result);
+  }
+  return static_cast<unsigned>(ended.size());
+}
 
 UcxTransport::UcxTransport() {
   ucp_config_t* rawConfig = nullptr;
@@ -136,6 +194,7 @@ UcxTransport::~UcxTransport() {
 }
 
 PeerHandle UcxTransport::connect(const std::vector<uint8_t>& peerAddress) {
+  InsideUcx inside;
   auto found = endpoints_.find(peerAddress);
   if (found != endpoints_.end()) {
     return found->second;
@@ -153,11 +212,13 @@ PeerHandle UcxTransport::connect(const std::vector<uint8_t>& peerAddress) {
 
 void UcxTransport::send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
                         Transfer& transfer) {
+  InsideUcx inside;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &sendDone;
   param.user_data = &transfer;
   transfer.inFlight = true;
+  transfer.carrier = this;
   auto* endpoint = static_cast<ucp_ep_h>(peer);
   ucs_status_ptr_t request = mode == SendMode::Synchronous ? ucp_tag_send_sync_nbx(endpoint, data, bytes, tag, &param)
                                                            : ucp_tag_send_nbx(endpoint, data, bytes, tag, &param);
@@ -165,6 +226,7 @@ void UcxTransport::send(PeerHandle peer, uint64_t tag, const void* data, std::si
 }
 
 void UcxTransport::recv(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) {
+  InsideUcx inside;
   ucp_request_param_t param{};
   // Always through the callback, even when the message is already here:
   // UCX 1.13 does not fill recv_info reliably on immediate completion.
@@ -172,16 +234,24 @@ void UcxTransport::recv(uint64_t tag, uint64_t mask, void* data, std::size_t byt
   param.cb.recv = &recvDone;
   param.user_data = &transfer;
   transfer.inFlight = true;
+  transfer.carrier = this;
   track(transfer, ucp_tag_recv_nbx(worker_.get(), data, bytes, tag, mask, &param), "receive");
 }
 
 void UcxTransport::cancel(Transfer& transfer) {
-  if (transfer.native != nullptr) {
-    ucp_request_cancel(worker_.get(), transfer.native);
+  InsideUcx inside;
+  void* request = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    request = transfer.native;
+  }
+  if (request != nullptr) {
+    ucp_request_cancel(worker_.get(), request);
   }
 }
 
 std::optional<ProbedMessage> UcxTransport::probe(uint64_t tag, uint64_t mask) {
+  InsideUcx inside;
   ucp_tag_recv_info_t info{};
   if (ucp_tag_probe_nb(worker_.get(), tag, mask, 0, &info) == nullptr) {
     return std::nullopt;
@@ -190,6 +260,7 @@ std::optional<ProbedMessage> UcxTransport::probe(uint64_t tag, uint64_t mask) {
 }
 
 std::size_t UcxTransport::discard(uint64_t tag, uint64_t mask) {
+  InsideUcx inside;
   std::size_t dropped = 0;
   for (;;) {
     ucp_tag_recv_info_t info{};
@@ -217,6 +288,7 @@ std::size_t UcxTransport::discard(uint64_t tag, uint64_t mask) {
 }
 
 void UcxTransport::closeEndpoints() {
+  InsideUcx inside;
   // Flush-close every endpoint so that data already handed to UCX reaches the
   // peer; a peer that is gone cannot acknowledge, so give up after a bound
   // and force-close the rest.
@@ -250,6 +322,7 @@ void UcxTransport::closeEndpoints() {
 }
 
 void UcxTransport::waitForActivity(int timeoutMs) {
+  InsideUcx inside;
   ucs_status_t status = ucp_worker_arm(worker_.get());
   if (status == UCS_ERR_BUSY) {
     return;  // events are already pending: the caller should progress

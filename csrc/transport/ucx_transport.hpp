@@ -4,12 +4,22 @@
 // peer workers cached by address, and the file descriptors a driver sleeps
 // on: the worker's wakeup fd (UCP_FEATURE_WAKEUP) and an eventfd that
 // interrupt() writes.
+//
+// Completion callbacks: UCX calls them inside ucp_worker_progress or the
+// call that posted the request, on the driver thread; the transfers they end
+// belong to the driver. Should UCX ever call one from its own async thread
+// (e.g. while it replays sends queued during connection setup), the
+// transfer is not touched there: the completion is queued and the driver
+// ends it in its next progress().
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "common/file_descriptor.hpp"
@@ -31,6 +41,11 @@ using UcpConfigPtr = std::unique_ptr<ucp_config_t, UcpConfigDeleter>;
 using UcpContextPtr = std::unique_ptr<ucp_context, UcpContextDeleter>;
 using UcpWorkerPtr = std::unique_ptr<ucp_worker, UcpWorkerDeleter>;
 
+// For UCX completion callbacks that run outside our own calls into UCX (on
+// UCX's async thread): queues the completion of `transfer` (posted on a
+// UcxTransport) for the driver's next progress(). Callable from any thread.
+void deferCompletion(Transfer& transfer, const TransferResult& result);
+
 class UcxTransport final : public Transport {
  public:
   UcxTransport();
@@ -49,12 +64,16 @@ class UcxTransport final : public Transport {
   std::optional<ProbedMessage> probe(uint64_t tag, uint64_t mask) override;
   std::size_t discard(uint64_t tag, uint64_t mask) override;
 
-  unsigned progress() override { return ucp_worker_progress(worker_.get()); }
+  unsigned progress() override;
   void waitForActivity(int timeoutMs) override;
   void interrupt() override;
 
  private:
+  friend void deferCompletion(Transfer& transfer, const TransferResult& result);
+  void track(Transfer& transfer, ucs_status_ptr_t request, const char* what);
   void closeEndpoints();
+  // Ends the transfers whose UCX callback ran on another thread.
+  unsigned endDeferred();
 
   // Buffers UCX may still write into (a transfer that would not cancel);
   // declared first so that they outlive the worker.
@@ -66,6 +85,13 @@ class UcxTransport final : public Transport {
   FileDescriptor epoll_;      // watches the worker's fd and interrupt_
   FileDescriptor interrupt_;  // eventfd written by interrupt()
   int workerFd_ = -1;         // owned by UCX
+
+  // Completions reported on a thread other than the driver's (UCX's async
+  // thread), ended by the driver's next progress(); guarded by
+  // deferredMutex_.
+  std::mutex deferredMutex_;
+  std::vector<std::pair<Transfer*, TransferResult>> deferred_;
+  std::atomic<bool> hasDeferred_{false};
 };
 
 }  // namespace ucxcoll

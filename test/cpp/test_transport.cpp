@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "cluster.hpp"
@@ -310,4 +311,36 @@ TEST_CASE("loopback: delays and reordering interleave senders but never reorder 
     }
   }
   CHECK(interleaved);  // senders: mixed
+}
+
+TEST_CASE("ucx transport: a completion reported on another thread ends on the next progress, on its caller",
+          "[transport]") {
+  // What UCX's async thread would do if it ended a request: the transfer
+  // must not be touched there, only on the thread that progresses.
+  struct ThreadRecorded final : Transfer {
+    bool ended = false;
+    std::thread::id endedOn;
+    TransferResult result;
+    void transferDone(const TransferResult& r) override {
+      ended = true;
+      endedOn = std::this_thread::get_id();
+      result = r;
+    }
+  };
+  UcxTransport transport;
+  ThreadRecorded transfer;
+  transfer.inFlight = true;
+  transfer.carrier = &transport;
+  TransferResult reported;
+  reported.length = 7;
+  reported.senderTag = kTag;
+  std::thread([&] { deferCompletion(transfer, reported); }).join();
+  CHECK_FALSE(transfer.ended);
+  CHECK_FALSE(transfer.inFlight);
+  CHECK(transport.progress() >= 1);
+  REQUIRE(transfer.ended);
+  CHECK(transfer.endedOn == std::this_thread::get_id());
+  CHECK(transfer.result.status == TransferStatus::Ok);
+  CHECK(transfer.result.length == 7);
+  CHECK(transfer.result.senderTag == kTag);
 }

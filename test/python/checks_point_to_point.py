@@ -5,6 +5,7 @@ sent, a size mismatch naming both sizes, a peer that never sends. Run at
 world sizes 1-4 by test_point_to_point.py.
 """
 
+import time
 from datetime import timedelta
 
 import torch
@@ -152,6 +153,30 @@ def a_thousand_receives_outstanding(ctx: Context) -> None:
     if ctx.rank == 1:
         for i, buffer in enumerate(buffers):
             assert buffer.tolist() == [i, -i], (i, buffer)
+
+
+@check(min_world=2, max_world=2)
+def hundreds_of_large_sends_in_flight_while_the_sender_keeps_posting(ctx: Context) -> None:
+    # 64 KiB messages go by rendezvous: each send stays in flight until the
+    # receiver (which posts slowly) takes it, so the progress thread ends
+    # sends while this thread posts more and frees the finished ones. Once
+    # a race there lost a completion and Work.wait() never returned.
+    count, elements = 300, 16384
+    for round_ in range(3):
+        if ctx.rank == 0:
+            works = [dist.isend(torch.full((elements,), float(i + round_)), dst=1, tag=i) for i in range(count)]
+        else:
+            buffers = [torch.empty(elements) for _ in range(count)]
+            works = []
+            for i in range(count):
+                works.append(dist.irecv(buffers[i], src=0, tag=i))
+                if i % 10 == 0:
+                    time.sleep(0.001)
+        for work in works:
+            work.wait()
+        if ctx.rank == 1:
+            for i, buffer in enumerate(buffers):
+                assert torch.equal(buffer, torch.full((elements,), float(i + round_))), (round_, i)
 
 
 @check(min_world=2)
