@@ -99,8 +99,8 @@ run_conformance() {
 # The same suite on ucxcoll alone, world size 2, against the list of tests
 # that pass on gloo (test/conformance/passing_on_gloo_w2.txt, written by
 # compare.py --write-list from a `conformance` run). A test that fails (and
-# is not a known failure) is run once more (this 2-core machine runs each test's ranks and torch's
-# own timeouts); it must pass then.
+# is not a known failure) is run once more, since on a 2-core machine a
+# test's ranks can miss torch's own timeouts; it must pass then.
 run_conformance_ci() {
   local out="$ROOT/build/conformance" list="$ROOT/test/conformance/passing_on_gloo_w2.txt"
   mkdir -p "$out"
