@@ -24,7 +24,7 @@
 // they were submitted (as NCCL does on one communicator); collectives of
 // other groups and point-to-point transfers proceed independently.
 //
-// Completion callbacks (onComplete; the backend's hands the Work's Future
+// Completion callbacks (onComplete; the backend's callback hands the Future
 // to another thread) run on the driver thread. They may submit operations
 // and even wait for them: waiting on the driver thread drives the engine
 // (nested) instead of blocking it. Once an operation is retired, a caller
