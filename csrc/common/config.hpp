@@ -13,10 +13,14 @@ struct Config {
   // UCXCOLL_LOG_LEVEL: error|warn|info|debug.
   LogLevel logLevel = LogLevel::Warn;
   // UCXCOLL_SPIN_US: how long a waiting thread polls UCX before it sleeps on
-  // the worker's wakeup fd. Unset: 50 us, or 0 when this host runs more
+  // the worker's wakeup fd. Unset: 250 us, or 0 when this host runs more
   // ranks than this process has cores (a spinning rank would take the core
-  // a peer needs); spinMicrosecondsSet says whether the user chose.
-  int spinMicroseconds = 50;
+  // a peer needs); spinMicrosecondsSet says whether the user chose. Why
+  // 250: on a VM a rank that went to sleep can be woken hundreds of
+  // microseconds late; with 50 us a 256 KiB scatter or all-to-all (a
+  // rendezvous: the peer answers after its copy) slept and ran 5-8x slower
+  // in a third of the benchmark runs, with 250 in none (README).
+  int spinMicroseconds = 250;
   bool spinMicrosecondsSet = false;
   // UCXCOLL_SMALL_MSG_BYTES: at or below this many bytes per rank the
   // latency-bound algorithms are used, above it the bandwidth-bound ones.
