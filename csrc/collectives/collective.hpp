@@ -126,6 +126,12 @@ Task barrierMonitored(Collective& c);
 Task reduceDirect(Collective& c, const void* input, void* output, std::size_t count, DataType type, Reduction reduction,
                   int root);
 
+// The large reduce of two ranks whose links (both to the peer) are staged
+// through shared memory; called by reduceDirect once `links` is connected.
+class RingLinks;
+Task reduceStagedPair(Collective& c, RingLinks& links, uint32_t slot, const void* input, void* output,
+                      std::size_t count, DataType type, Reduction reduction, int root);
+
 // Reduce-scatter: rank p's output (`count` elements) is the reduction of
 // every rank's inputs[p]. `output` must not overlap any input.
 Task reduceScatterPairwise(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,

@@ -4,6 +4,10 @@
 // block p reduced on rank p, then every rank sends its block to the root,
 // straight into place: each rank reduces only 1/n of the data, in
 // parallel, and the root receives the same volume as in the direct form.
+// Two ranks on one host whose links can both be staged through shared
+// memory (from kStagingMinBytes) take reduce_staged_pair.cpp instead, once
+// the ranks agreed on that (the agreement travels on the same slots, ahead
+// of the pairwise messages, so either way the streams stay in step).
 //
 // Non-roots receive nothing in the direct form, so their sends are
 // synchronous: a rank whose peers run another collective, or believe
@@ -13,6 +17,8 @@
 #include <vector>
 
 #include "collectives/collective.hpp"
+#include "collectives/staged_link.hpp"
+#include "collectives/staging.hpp"
 #include "common/config.hpp"
 
 namespace ucxcoll {
@@ -100,11 +106,22 @@ Task reduceDirect(Collective& c, const void* input, void* output, std::size_t co
     copyBytes(output, input, count * elementSize(type));
     co_return;
   }
-  if (count * elementSize(type) <= config().smallMessageBytes || count < static_cast<std::size_t>(c.size())) {
+  const std::size_t bytes = count * elementSize(type);
+  if (bytes <= config().smallMessageBytes || count < static_cast<std::size_t>(c.size())) {
     co_await reduceToRootDirect(c, input, output, count, type, reduction, root);
-  } else {
-    co_await reduceScatterThenGather(c, input, output, count, type, reduction, root);
+    co_return;
   }
+  if (c.size() == 2 && worthStaging(bytes)) {
+    // With two ranks a rank's left and right links are the same pair, so
+    // both ranks see the same two verdicts and choose alike.
+    RingLinks links(c, kToRootSlot, kBlocksSlot);
+    co_await links.connect(bytes);
+    if (links.sendStaged() && links.receiveStaged()) {
+      co_await reduceStagedPair(c, links, kToRootSlot, input, output, count, type, reduction, root);
+      co_return;
+    }
+  }
+  co_await reduceScatterThenGather(c, input, output, count, type, reduction, root);
 }
 
 }  // namespace ucxcoll

@@ -35,9 +35,9 @@ struct Config {
   // usually exit after the same collectives, so they complete at once; a
   // dead peer costs at most this long.
   int exitGraceMilliseconds = 2000;
-  // UCXCOLL_SHARED_MEMORY: 1 lets large all-reduces between ranks on one
-  // host stage their chunks in shared memory (collectives/staging.hpp); 0
-  // sends them as plain UCX messages.
+  // UCXCOLL_SHARED_MEMORY: 1 lets large all-reduces (and 2-rank reduces)
+  // between ranks on one host stage their chunks in shared memory
+  // (collectives/staging.hpp); 0 sends them as plain UCX messages.
   bool sharedMemory = true;
 };
 

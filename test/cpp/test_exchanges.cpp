@@ -7,11 +7,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <vector>
 
 #include "cluster.hpp"
+#include "collectives/staging.hpp"
 #include "common/error.hpp"
 
 using namespace ucxcoll;
@@ -297,4 +299,60 @@ TEST_CASE("monitored barrier: no rank leaves before the last one enters", "[coll
       checkNoFailures(failures);
     }
   }
+}
+
+TEST_CASE("reduce of two ranks staged through shared memory, to either root, in place or not", "[collectives]") {
+  // Staging from 0 bytes, so that these sizes take reduce_staged_pair.cpp
+  // where both links are staged: 10,001 floats (one chunk per block) and
+  // 1,200,001 (over 8 chunks per block: the staging slots are reused).
+  // Never and EvenRanksOnly leave a link plain: the ranks then fall back
+  // to the pairwise path together. Random floats: with two operands every
+  // order gives a + b exactly.
+  for (StagingPolicy policy : {StagingPolicy::AsConfigured, StagingPolicy::Never, StagingPolicy::EvenRanksOnly}) {
+    setStagingPolicyForTests(policy, 0);
+    for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+      DYNAMIC_SECTION("policy " << static_cast<int>(policy) << " over " << wireName(wire)) {
+        Cluster cluster(2, wire, disturbed(static_cast<int>(policy) + 500));
+        auto group = cluster.makeGroup("g");
+        std::vector<std::vector<float>> inputs(2);
+        for (std::size_t count : {std::size_t{10001}, std::size_t{1200001}}) {
+          for (int rank = 0; rank < 2; ++rank) {
+            inputs[rank].resize(count);
+            for (std::size_t i = 0; i < count; ++i) {
+              inputs[rank][i] =
+                  static_cast<float>((i * 2654435761u + static_cast<std::size_t>(rank) * 97) % 100003) / 7.0f;
+            }
+          }
+          for (int root = 0; root < 2; ++root) {
+            for (bool inPlace : {false, true}) {
+              auto failures = runRanks(2, [&](int rank) {
+                std::vector<float> input = inputs[rank];
+                std::vector<float> output(count, -1.0f);
+                float* out = inPlace ? input.data() : output.data();
+                const float* in = input.data();
+                submitCollective(cluster.engine(rank), group[rank], "reduce", [=](Collective& c) {
+                  return reduceDirect(c, in, out, count, DataType::Float32, Reduction::Sum, root);
+                }).wait();
+                const std::string what = "reduce of " + std::to_string(count) + " to root " + std::to_string(root) +
+                                         (inPlace ? " in place" : "");
+                if (rank == root) {
+                  std::size_t i = 0;
+                  while (i < count && out[i] == inputs[0][i] + inputs[1][i]) {
+                    ++i;
+                  }
+                  expect(i == count, what + ": first wrong element " + std::to_string(i));
+                } else {
+                  expect(input == inputs[rank], what + ": the non-root's input is left as it was");
+                  expect(inPlace || std::all_of(output.begin(), output.end(), [](float x) { return x == -1.0f; }),
+                         what + ": the non-root's output is not touched");
+                }
+              });
+              checkNoFailures(failures);
+            }
+          }
+        }
+      }
+    }
+  }
+  setStagingPolicyForTests(StagingPolicy::AsConfigured);
 }

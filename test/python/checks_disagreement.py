@@ -141,6 +141,23 @@ def sizes_that_differ_name_both_sizes(ctx: Context) -> None:
         dist.destroy_process_group(group)
 
 
+@check(min_world=2, max_world=2)
+def staged_reduce_sizes_that_differ_raise_on_both_ranks(ctx: Context) -> None:
+    # 9 MiB against 9 MiB + 4 B: two ranks that stage a reduce through
+    # shared memory compare sizes first; both raise, naming both sizes.
+    for root in (0, 1):
+        group = fresh_group()
+        mine = torch.ones((9 << 20) // 4 + (1 if ctx.rank == 1 else 0))
+        expect_error(
+            dist.DistBackendError,
+            ["reduce #0", "rank " + str(1 - ctx.rank) + " reduces", "(ranks disagree about the tensor sizes)"],
+            lambda: dist.reduce(mine, dst=root, group=group),
+        )
+        assert torch.equal(mine, torch.ones_like(mine)), "the failed reduce left the tensor as it was"
+        dist.barrier(group=ctx.gloo)
+        dist.destroy_process_group(group)
+
+
 @check(min_world=2)
 def a_failed_group_refuses_everything_afterwards(ctx: Context) -> None:
     # A message left behind by a disagreement can never be matched later:

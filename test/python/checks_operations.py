@@ -112,17 +112,20 @@ def reduce_every_op_dtype_and_root(ctx: Context) -> None:
 
 @check()
 def reduce_large_every_root_equals_gloo(ctx: Context) -> None:
-    # 300,000 elements: above the small-message limit (reduce-scatter, then
-    # gather to the root). Integer-valued floats: every order sums exactly.
+    # 300,001 elements: above the small-message limit (reduce-scatter, then
+    # gather to the root). 9 MiB + 4 B: from 8 MiB two ranks on one host
+    # stage the reduce through shared memory (odd counts: blocks differ by
+    # one). Integer-valued floats: every order sums exactly.
+    cases = [(300_001, torch.float32), (300_001, torch.int64), ((9 << 20) // 4 + 1, torch.float32)]
     for root in range(ctx.world):
-        for dtype in (torch.float32, torch.int64):
-            tensor = torch.remainder(ctx.make(torch.int64, (300_001,), 40 + root), 1000).to(dtype)
+        for count, dtype in cases:
+            tensor = torch.remainder(ctx.make(torch.int64, (count,), 40 + root), 1000).to(dtype)
             ours = tensor.clone()
             reference = tensor.clone()
             dist.reduce(ours, dst=root)
             dist.reduce(reference, dst=root, group=ctx.gloo)
             if ctx.rank == root:
-                assert_equal(ours, reference, f"large reduce {dtype} to {root}")
+                assert_equal(ours, reference, f"large reduce of {count} {dtype} to {root}")
             else:
                 assert_equal(ours, tensor, "a non-root's tensor is left as it was")
     tensor = make_input(ctx, torch.float32, (300_001,), 45)
