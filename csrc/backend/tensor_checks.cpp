@@ -5,6 +5,7 @@
 #include <sstream>
 #include <utility>
 
+#include "backend/torch_compat.hpp"
 #include "transport/tag.hpp"
 
 namespace ucxcoll {
@@ -217,7 +218,7 @@ double premulFactor(const char* op, const c10d::ReduceOp& reduceOp) {
   if (reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM) {
     return 1.0;
   }
-  const auto* supplement = dynamic_cast<const c10d::PreMulSumSupplement*>(reduceOp.supplement_.get());
+  const auto* supplement = dynamic_cast<const PreMulSumSupplement*>(reduceOp.supplement_.get());
   TORCH_CHECK_VALUE(supplement != nullptr, "ucxcoll: ", op,
                     ": ReduceOp.PREMUL_SUM without a factor; make it with "
                     "torch.distributed._make_nccl_premul_sum(factor)");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/collective_helpers.hpp"
+#include "backend/torch_compat.hpp"
 #include "backend/ucx_work.hpp"
 #include "collectives/collective.hpp"
 #include "collectives/point_to_point.hpp"
@@ -44,7 +45,8 @@ class UcxBackend : public c10d::Backend {
                                            std::vector<at::Tensor>& inputTensors,
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
-                                                   const c10d::AllgatherOptions& opts) override;
+                                                   const c10d::AllgatherOptions& opts)
+      UCXCOLL_OVERRIDE_SINCE_TORCH_2_15;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
@@ -55,12 +57,13 @@ class UcxBackend : public c10d::Backend {
                                                 std::vector<std::vector<at::Tensor>>& inputTensors,
                                                 const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_single(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
-                                                       const c10d::ReduceScatterOptions& opts) override;
+                                                       const c10d::ReduceScatterOptions& opts)
+      UCXCOLL_OVERRIDE_SINCE_TORCH_2_15;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
                                                       const c10d::ReduceScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(std::vector<at::Tensor>& outputs,
-                                                                 std::vector<at::Tensor>& inputs,
-                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) UCXCOLL_OVERRIDE_SINCE_TORCH_2_15;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) override;
@@ -69,7 +72,7 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
                                                    std::vector<int64_t>& outputSplitSizes,
                                                    std::vector<int64_t>& inputSplitSizes,
-                                                   const c10d::AllToAllOptions& opts) override;
+                                                   const c10d::AllToAllOptions& opts) UCXCOLL_OVERRIDE_SINCE_TORCH_2_15;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
                                                std::vector<int64_t>& outputSplitSizes,
                                                std::vector<int64_t>& inputSplitSizes,
@@ -90,9 +93,9 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputTensorLists,
                                                      std::vector<at::Tensor>& inputTensors,
                                                      const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
-                                                             std::vector<at::Tensor>& inputs,
-                                                             const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) UCXCOLL_OVERRIDE_SINCE_TORCH_2_15;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts) override;
