@@ -12,6 +12,10 @@
 #                           tests that pass on gloo but not on ucxcoll
 #   scripts/dev.sh conformance-ci  the same on ucxcoll alone at world size 2,
 #                           against the committed list of what passes on gloo
+#   scripts/dev.sh compat   build against another torch (COMPAT_TORCH, default
+#                           2.11.0, the oldest supported; COMPAT_PYTHON, default
+#                           python3.11) in an environment of its own, and run
+#                           a 2-rank smoke test on it
 #   scripts/dev.sh setup    only set up and build
 #
 # UCXCOLL_VENV   where the Python environment lives (default
@@ -159,6 +163,72 @@ setup() {
   build
 }
 
+# The oldest torch we support; COMPAT_TORCH picks another one, and
+# COMPAT_PYTHON another interpreter (default: the pinned environment's).
+COMPAT_TORCH="${COMPAT_TORCH:-2.11.0}"
+
+compat_python() { echo "${COMPAT_PYTHON:-$(find_python)}"; }
+compat_name() {
+  echo "torch$COMPAT_TORCH-py$("$(compat_python)" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+}
+
+# An environment with torch $COMPAT_TORCH beside the pinned one. The wheel is
+# downloaded once into ~/.cache/ucxcoll/wheels. It is installed without its
+# CUDA dependencies: the environment links the pinned one's nvidia/ folder
+# instead (the same CUDA major version; torch finds it through its RPATH
+# when it loads), which saves several GB.
+ensure_compat_venv() {
+  local venv="$HOME/.cache/ucxcoll/venv-$(compat_name)"
+  local wheels="$HOME/.cache/ucxcoll/wheels" stamp="$venv/.ucxcoll-compat" wanted
+  wanted="torch==$COMPAT_TORCH $(sha256sum "$ROOT/requirements.txt" | cut -d' ' -f1)"
+  if [[ "$(cat "$stamp" 2>/dev/null)" == "$wanted" ]]; then
+    return
+  fi
+  log "setting up torch $COMPAT_TORCH in $venv"
+  rm -rf "$venv"
+  "$(compat_python)" -m venv "$venv"
+  local tag wheel
+  tag="$("$venv/bin/python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
+  mkdir -p "$wheels"
+  wheel="$(ls "$wheels"/torch-"$COMPAT_TORCH"-"$tag"-*.whl 2>/dev/null | head -1 || true)"
+  if [[ -z "$wheel" ]]; then
+    "$venv/bin/pip" download -q --no-deps -d "$wheels" "torch==$COMPAT_TORCH"
+    wheel="$(ls "$wheels"/torch-"$COMPAT_TORCH"-"$tag"-*.whl | head -1)"
+  fi
+  "$venv/bin/pip" install -q --no-deps "$wheel"
+  local site
+  site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  ln -s "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia" "$site/nvidia"
+  # torch's own pure-Python dependencies, and the pinned UCX wheel and numpy.
+  "$venv/bin/pip" install -q filelock "typing-extensions>=4.10.0" "setuptools<82" sympy networkx jinja2 fsspec \
+    $(grep -E '^(libucx-cu13|numpy)==' "$ROOT/requirements.txt")
+  echo "$wanted" >"$stamp"
+}
+
+# Builds the extension against torch $COMPAT_TORCH (build-<name>/) and runs
+# test/compat/smoke.py on 2 ranks with it: the package's Python files and
+# that build's module in a folder of their own, so that the pinned
+# environment's editable install is not touched.
+run_compat() {
+  ensure_compat_venv
+  local name
+  name="$(compat_name)"
+  local venv="$HOME/.cache/ucxcoll/venv-$name" build="$ROOT/build-$name"
+  if [[ ! -f "$build/CMakeCache.txt" ]]; then
+    cmake -S "$ROOT" -B "$build" -G Ninja -DPython3_EXECUTABLE="$venv/bin/python" -DUCXCOLL_BUILD_EXTENSION=ON \
+      -DUCXCOLL_BUILD_TESTS=OFF >/dev/null
+  fi
+  log "building the extension against $name"
+  cmake --build "$build" -j2 --target _C
+  local package="$build/package"
+  rm -rf "$package" && mkdir -p "$package/ucxcoll"
+  cp "$ROOT"/torch_ext/ucxcoll/*.py "$package/ucxcoll/"
+  cp "$build"/_C*.so "$package/ucxcoll/"
+  log "smoke test on $name, 2 ranks"
+  (cd "$ROOT" && TORCH_DEVICE_BACKEND_AUTOLOAD=0 PYTHONPATH="$package" \
+    "$venv/bin/python" -m torch.distributed.run --nproc-per-node 2 test/compat/smoke.py)
+}
+
 run_demo() {
   cd "$ROOT"
   local torchrun=("$VENV/bin/torchrun" --nproc-per-node=4)
@@ -200,8 +270,9 @@ case "$command" in
   bench) setup && cd "$ROOT" && "$VENV/bin/python" benchmarks/bench_collectives.py "$@" ;;
   conformance) setup && run_conformance "$@" ;;
   conformance-ci) setup && run_conformance_ci ;;
+  compat) ensure_apt_packages && ensure_venv && run_compat ;;
   *)
-    echo "usage: scripts/dev.sh {demo|test|bench|conformance|conformance-ci|setup}" >&2
+    echo "usage: scripts/dev.sh {demo|test|bench|conformance|conformance-ci|compat|setup}" >&2
     exit 2
     ;;
 esac
