@@ -171,7 +171,7 @@ def exit_with_pending_collective(rank: int, world: int, port: int, workdir: str)
 
 
 def staging_paths(rank: int, world: int, port: int, workdir: str) -> None:
-    """Large all_reduces with the links staged through shared memory, sent
+    """Large all_reduces and reduces with the links staged through shared memory, sent
     as plain messages, or mixed (STAGING_MODE: on, off, mixed = odd ranks
     turn staging off), against gloo on the same integer-valued inputs."""
     mode = os.environ["STAGING_MODE"]
@@ -189,6 +189,14 @@ def staging_paths(rank: int, world: int, port: int, workdir: str) -> None:
             dist.all_reduce(reference, op=op, group=gloo)
             if not torch.equal(ours, reference):
                 mismatches.append(f"{count} {dtype} {op}")
+            # From 8 MiB a 2-rank reduce stages too, and falls back to CMA
+            # where either link cannot.
+            for root in range(world):
+                ours, reference = inputs.clone(), inputs.clone()
+                dist.reduce(ours, dst=root, op=op)
+                dist.reduce(reference, dst=root, op=op, group=gloo)
+                if rank == root and not torch.equal(ours, reference):
+                    mismatches.append(f"reduce to {root}: {count} {dtype} {op}")
     # The segments this process created for its own outgoing links.
     segments = sum("ucxcoll-staging" in os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
                    if os.path.exists(f"/proc/self/fd/{fd}"))
@@ -196,7 +204,29 @@ def staging_paths(rank: int, world: int, port: int, workdir: str) -> None:
     report(mismatches=mismatches, segments=segments)
 
 
-SCENARIOS = {"exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+def cpu_only(rank: int, world: int, port: int, workdir: str) -> None:
+    """A CPU-only job (collectives, point-to-point, a DDP step) must never
+    initialise CUDA, even with a CUDA build of torch and a GPU present."""
+    init(rank, world, port)
+    tensor = torch.ones(1 << 10)
+    dist.all_reduce(tensor)
+    dist.broadcast(tensor, src=0)
+    dist.reduce(tensor, dst=0)
+    outputs = [torch.empty_like(tensor) for _ in range(world)]
+    dist.all_gather(outputs, tensor)
+    if world > 1:
+        peer = (rank + 1) % world
+        works = [dist.isend(tensor, peer), dist.irecv(torch.empty_like(tensor), (rank - 1) % world)]
+        for work in works:
+            work.wait()
+    dist.barrier()
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2))
+    model(torch.randn(4, 8)).sum().backward()
+    dist.destroy_process_group()
+    report(cuda_initialized=torch.cuda.is_initialized())
+
+
+SCENARIOS = {"cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

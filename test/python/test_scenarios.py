@@ -115,6 +115,11 @@ def test_large_all_reduce_staged_plain_and_mixed_match_gloo(mode, world):
         assert (report["segments"] > 0) == staging, f"rank {rank} ({mode}): {report}"
 
 
+def test_cpu_only_job_never_initialises_cuda():
+    for rank, report in enumerate(run_scenario("cpu_only", world=2)):
+        assert report["cuda_initialized"] is False, f"rank {rank}: {report}"
+
+
 def test_idle_group_does_not_burn_a_core():
     # A busy-polling progress thread would use about 3 CPU seconds here; a
     # sleeping one a few milliseconds. The bound sits far from both.
