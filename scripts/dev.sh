@@ -168,6 +168,12 @@ setup() {
 COMPAT_TORCH="${COMPAT_TORCH:-2.11.0}"
 
 compat_python() { echo "${COMPAT_PYTHON:-$(find_python)}"; }
+check_compat_python() {
+  if ! "$(compat_python)" -c 'import sys' 2>/dev/null; then
+    log "COMPAT_PYTHON=$(compat_python) does not run"
+    exit 1
+  fi
+}
 compat_name() {
   echo "torch$COMPAT_TORCH-py$("$(compat_python)" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 }
@@ -210,6 +216,7 @@ ensure_compat_venv() {
 # that build's module in a folder of their own, so that the pinned
 # environment's editable install is not touched.
 run_compat() {
+  check_compat_python
   ensure_compat_venv
   local name
   name="$(compat_name)"
