@@ -21,6 +21,7 @@ operation's floor from these figures and compares it with gloo's time.
 import argparse
 import ctypes
 import multiprocessing as mp
+import os
 import statistics
 import time
 
@@ -59,8 +60,6 @@ def copy_in_parallel(size: int, barrier, results) -> None:
 def hold_buffer(size: int, connection) -> None:
     """Keeps a filled buffer alive and tells the reader where it is."""
     buffer = torch.ones(size, dtype=torch.uint8)
-    import os
-
     connection.send((os.getpid(), buffer.data_ptr()))
     connection.recv()  # until the reader is done
 
