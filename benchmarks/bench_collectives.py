@@ -1,7 +1,13 @@
 """Collective and point-to-point latency and bandwidth: ucxcoll and gloo
-side by side.
+side by side (CPU tensors), or ucxcoll and nccl (--device cuda).
 
     python benchmarks/bench_collectives.py [--nproc 2] [--ops ...] [--sizes ...] [--json out.json]
+    python benchmarks/bench_collectives.py --device cuda --nproc <GPUs>
+
+With --device cuda each rank takes cuda:<rank> and joins a ucxcoll group and
+an nccl group; ucxcoll hands CUDA tensors to torch's ProcessGroupNCCL, so the
+two columns should agree within noise (what ucxcoll adds is one device check
+per call). Each timed iteration ends with torch.cuda.synchronize().
 
 Starts --nproc ranks on this machine (or runs as one rank under torchrun).
 Every rank joins a ucxcoll group and a gloo group; each (operation, size)
@@ -24,7 +30,8 @@ busbw     bus bandwidth as nccl-tests define it: all_gather, gather and
           buffer, reduce_scatter and all_to_all (n-1)/n x input, reduce
           the buffer; ping_pong: size / one-way time; bidirectional:
           2 x size / time
-speedup   gloo median / ucxcoll median (> 1: ucxcoll is faster)
+speedup   reference (gloo, or nccl for --device cuda) median / ucxcoll
+          median (> 1: ucxcoll is faster)
 """
 
 import argparse
@@ -50,24 +57,37 @@ def iterations_for(size: int) -> tuple[int, int]:
     return 2, 8
 
 
+def reference_backend(device: str) -> str:
+    return "nccl" if device == "cuda" else "gloo"
+
+
 def run_rank(args) -> None:
     import torch
     import torch.distributed as dist
 
+    def sync():
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+
     dist.init_process_group("ucxcoll")  # env:// from the launcher
     rank, world = dist.get_rank(), dist.get_world_size()
-    groups = {"ucxcoll": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device)
+    reference = reference_backend(args.device)
+    groups = {"ucxcoll": dist.group.WORLD, reference: dist.new_group(backend=reference)}
     rows = []
     for operation in args.ops:
         for size in args.sizes:
             count = max(1, size // 4)
             if operation in ("reduce_scatter_tensor", "all_to_all_single"):
                 count = max(world, count - count % world)  # whole blocks per rank
-            tensor = torch.ones(count, dtype=torch.float32)
-            output = torch.empty(world * count, dtype=torch.float32)
-            outputs = [torch.empty(count, dtype=torch.float32) for _ in range(world)]
-            row = {"operation": operation, "bytes": count * 4, "world_size": world}
-            incoming = torch.empty(count, dtype=torch.float32)
+            tensor = torch.ones(count, dtype=torch.float32, device=device)
+            output = torch.empty(world * count, dtype=torch.float32, device=device)
+            outputs = [torch.empty(count, dtype=torch.float32, device=device) for _ in range(world)]
+            row = {"operation": operation, "bytes": count * 4, "world_size": world, "device": args.device}
+            incoming = torch.empty(count, dtype=torch.float32, device=device)
             for backend, group in groups.items():
                 peer = 1 - rank if rank < 2 else None
                 if operation == "all_gather_into_tensor":
@@ -105,11 +125,14 @@ def run_rank(args) -> None:
                 warmup, timed = iterations_for(size)
                 for _ in range(warmup):
                     step()
+                    sync()
                 times = []
                 for _ in range(timed):
                     dist.barrier(group=group)
+                    sync()
                     start = time.perf_counter()
                     step()
+                    sync()
                     times.append(time.perf_counter() - start)
                 median = statistics.median(times)
                 if operation == "ping_pong":
@@ -130,7 +153,7 @@ def run_rank(args) -> None:
                     "busbw_gbps": factor * count * 4 / median / 1e9,
                     "iterations": timed,
                 }
-            row["speedup"] = row["gloo"]["median_us"] / row["ucxcoll"]["median_us"]
+            row["speedup"] = row[reference]["median_us"] / row["ucxcoll"]["median_us"]
             rows.append(row)
             if rank == 0:
                 print_row(row, flush=True)
@@ -147,12 +170,13 @@ def human(size: int) -> str:
     return f"{size} B"
 
 
-HEADER = (f"| {'operation':<22} | {'size':>7} | {'ucxcoll us':>10} | {'gloo us':>10} | "
-          f"{'ucxcoll GB/s':>12} | {'gloo GB/s':>9} | {'speedup':>7} |")
+def header(reference: str) -> str:
+    return (f"| {'operation':<22} | {'size':>7} | {'ucxcoll us':>10} | {reference + ' us':>10} | "
+            f"{'ucxcoll GB/s':>12} | {reference + ' GB/s':>9} | {'speedup':>7} |")
 
 
 def print_row(row, flush=False) -> None:
-    u, g = row["ucxcoll"], row["gloo"]
+    u, g = row["ucxcoll"], row[reference_backend(row["device"])]
     print(f"| {row['operation']:<22} | {human(row['bytes']):>7} | {u['median_us']:>10.1f} | {g['median_us']:>10.1f} | "
           f"{u['busbw_gbps']:>12.2f} | {g['busbw_gbps']:>9.2f} | {row['speedup']:>6.2f}x |", flush=flush)
 
@@ -161,15 +185,16 @@ def launch(args) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    print(f"# {args.nproc} ranks on one machine; median of timed iterations after warm-up")
-    print(HEADER)
-    print("|" + "|".join("-" * (len(c)) for c in HEADER.split("|")[1:-1]) + "|", flush=True)
+    print(f"# {args.nproc} ranks on one machine ({args.device} tensors); median of timed iterations after warm-up")
+    table_header = header(reference_backend(args.device))
+    print(table_header)
+    print("|" + "|".join("-" * (len(c)) for c in table_header.split("|")[1:-1]) + "|", flush=True)
     procs = []
     for rank in range(args.nproc):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        command = [sys.executable, __file__, "--worker", "--ops", *args.ops, "--sizes", *map(str, args.sizes),
-                   "--json", args.json]
+        command = [sys.executable, __file__, "--worker", "--device", args.device, "--ops", *args.ops,
+                   "--sizes", *map(str, args.sizes), "--json", args.json]
         procs.append(subprocess.Popen(command, env=env))
     return max(proc.wait() for proc in procs)
 
@@ -177,6 +202,8 @@ def launch(args) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="tensors on the CPU (reference: gloo) or on cuda:<rank> (reference: nccl)")
     parser.add_argument("--ops", nargs="+", default=OPERATIONS, choices=OPERATIONS)
     parser.add_argument("--sizes", nargs="+", type=int, default=SIZES)
     parser.add_argument("--json", default="benchmarks/results/bench_collectives.json",

@@ -16,6 +16,8 @@
 #                           2.11.0, the oldest supported; COMPAT_PYTHON, default
 #                           python3.11) in an environment of its own, and run
 #                           a 2-rank smoke test on it
+#   scripts/dev.sh gpu-pack fill .gpu-carry/ with what scripts/gpu_check.sh
+#                           needs on a GPU machine without network
 #   scripts/dev.sh setup    only set up and build
 #
 # UCXCOLL_VENV   where the Python environment lives (default
@@ -236,6 +238,19 @@ run_compat() {
     "$venv/bin/python" -m torch.distributed.run --nproc-per-node 2 test/compat/smoke.py)
 }
 
+# What scripts/gpu_check.sh needs on a GPU machine without network, in
+# .gpu-carry/ (git-ignored; name it in the device tool's `carry`): the
+# pinned libucx wheel for Python 3.12 and UCX's headers (Debian's).
+gpu_pack() {
+  local carry="$ROOT/.gpu-carry"
+  rm -rf "$carry" && mkdir -p "$carry/include"
+  "$VENV/bin/pip" download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$carry" "$(grep -E '^libucx-cu13==' "$ROOT/requirements.txt")"
+  cp -r /usr/include/ucp /usr/include/ucs /usr/include/uct /usr/include/ucm "$carry/include/"
+  log "packed for scripts/gpu_check.sh: $(du -sh "$carry" | cut -f1) in $carry"
+}
+
 run_demo() {
   cd "$ROOT"
   local torchrun=("$VENV/bin/torchrun" --nproc-per-node=4)
@@ -278,8 +293,9 @@ case "$command" in
   conformance) setup && run_conformance "$@" ;;
   conformance-ci) setup && run_conformance_ci ;;
   compat) ensure_apt_packages && ensure_venv && run_compat ;;
+  gpu-pack) ensure_apt_packages && ensure_venv && gpu_pack ;;
   *)
-    echo "usage: scripts/dev.sh {demo|test|bench|conformance|conformance-ci|compat|setup}" >&2
+    echo "usage: scripts/dev.sh {demo|test|bench|conformance|conformance-ci|compat|gpu-pack|setup}" >&2
     exit 2
     ;;
 esac

@@ -52,11 +52,10 @@ std::string shapeText(const at::Tensor& tensor) {
 }
 
 void checkCpu(const char* op, const at::Tensor& tensor, const char* role) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!tensor.is_cuda(), "ucxcoll: ", op, " got a CUDA ", role,
-                              "; CUDA tensors are not supported yet (only CPU tensors). "
-                              "Use CPU tensors, or backend=\"cpu:ucxcoll,cuda:nccl\" to send CUDA tensors to NCCL.");
+  // DeviceRouter sends CUDA tensors to NCCL and refuses other devices, so
+  // this guards the UCX path against a direct caller.
   TORCH_CHECK_VALUE(tensor.device().is_cpu(), "ucxcoll: ", op, " got a ", role, " on device ", tensor.device().str(),
-                    "; only CPU tensors are supported");
+                    "; the UCX path takes CPU tensors");
   TORCH_CHECK_VALUE(!tensor.is_sparse(), "ucxcoll: ", op, " got a sparse ", role,
                     "; only dense (strided) tensors are supported");
 }

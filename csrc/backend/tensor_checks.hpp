@@ -18,7 +18,7 @@ namespace ucxcoll {
 // The element type for reductions; nullopt for dtypes we cannot reduce.
 std::optional<DataType> toDataType(at::ScalarType type);
 
-// Exactly one CPU tensor (CUDA: not supported yet).
+// Exactly one CPU tensor.
 void checkSingleTensor(const char* op, const std::vector<at::Tensor>& tensors, const char* role);
 void checkCpu(const char* op, const at::Tensor& tensor, const char* role);
 

@@ -14,8 +14,10 @@
 // overrides the old ones to call them: with older torch the new names are
 // plain member functions.
 #ifdef C10D_BACKEND_FORWARDING_GUARD
+#define UCXCOLL_TORCH_HAS_SINGLE_TENSOR_NAMES 1
 #define UCXCOLL_OVERRIDE_SINCE_TORCH_2_15 override
 #else
+#define UCXCOLL_TORCH_HAS_SINGLE_TENSOR_NAMES 0
 #define UCXCOLL_OVERRIDE_SINCE_TORCH_2_15
 #endif
 

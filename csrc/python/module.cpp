@@ -6,6 +6,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "backend/device_router.hpp"
 #include "backend/future_completer.hpp"
 #include "backend/ucx_backend.hpp"
 #include "common/config.hpp"
@@ -14,10 +15,41 @@ namespace py = pybind11;
 
 namespace {
 
+// The GPU backend of a group: ucxcoll._registration._make_gpu_backend
+// (torch's ProcessGroupNCCL), looked up at each call so that tests on
+// machines without a GPU can put a recording backend in its place. Called with the GIL released, from whichever thread
+// made the first CUDA call; holds the GIL only while in Python.
+c10::intrusive_ptr<c10d::Backend> makeGpuBackend(const ucxcoll::GpuGroupSpec& spec) {
+  py::gil_scoped_acquire gil;
+  try {
+    py::object make = py::module_::import("ucxcoll._registration").attr("_make_gpu_backend");
+    py::object backend = make(spec.store, spec.rank, spec.size, spec.timeout.count(), spec.groupName, spec.globalRanks);
+    // A new reference for C++; the Python object keeps its own.
+    return c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(backend.cast<c10d::Backend*>());
+  } catch (py::error_already_set& error) {
+    // Type and message, without the traceback that what() appends.
+    const std::string type = py::str(error.type().attr("__name__"));
+    const std::string message = py::str(error.value());
+    TORCH_CHECK(false, "ucxcoll: cannot create the NCCL backend that CUDA tensors of group \"", spec.groupName,
+                "\" go to: ", type, ": ", message);
+  } catch (py::cast_error& error) {
+    TORCH_CHECK(false,
+                "ucxcoll: the GPU backend factory returned something that is not a c10d Backend: ", error.what());
+  }
+}
+
 c10::intrusive_ptr<c10d::Backend> createBackend(const c10d::DistributedBackendOptions& options) {
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
-  return c10::make_intrusive<ucxcoll::UcxBackend>(options.store, options.group_rank, options.group_size, timeout,
-                                                  options.group_id);
+  auto cpu = c10::make_intrusive<ucxcoll::UcxBackend>(options.store, options.group_rank, options.group_size, timeout,
+                                                      options.group_id);
+  ucxcoll::GpuGroupSpec spec{
+      options.store,
+      options.group_rank,
+      options.group_size,
+      timeout,
+      options.group_id,
+      std::vector<uint64_t>(options.global_ranks_in_group.begin(), options.global_ranks_in_group.end())};
+  return c10::make_intrusive<ucxcoll::DeviceRouter>(std::move(cpu), makeGpuBackend, std::move(spec));
 }
 
 std::string ucxVersion() {
@@ -37,9 +69,21 @@ void stopProgressThreadAtExit() {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ucxcoll: a torch.distributed backend over UCX";
-  py::class_<ucxcoll::UcxBackend, c10d::Backend, c10::intrusive_ptr<ucxcoll::UcxBackend>>(m, "UcxBackend")
-      .def_property_readonly("channel", &ucxcoll::UcxBackend::channel,
-                             "This process's tag channel for the group (see docs/ARCHITECTURE.md).");
+  py::class_<ucxcoll::DeviceRouter, c10d::Backend, c10::intrusive_ptr<ucxcoll::DeviceRouter>>(m, "UcxcollBackend")
+      .def_property_readonly(
+          "channel", [](ucxcoll::DeviceRouter& self) { return self.cpuBackend().channel(); },
+          "This process's tag channel for the group's CPU (UCX) side (see docs/ARCHITECTURE.md).")
+      .def_property_readonly(
+          "_gpu_backend",
+          [](ucxcoll::DeviceRouter& self) -> py::object {
+            c10::intrusive_ptr<c10d::Backend> gpu = self.gpuBackendIfCreated();
+            return gpu ? py::cast(gpu) : py::none();
+          },
+          "The backend CUDA tensors went to (torch's ProcessGroupNCCL), or None while none has come.")
+      .def(
+          "perform_nocolor_split", [](ucxcoll::DeviceRouter&, const at::Device&) {},
+          "Called by torch on ranks outside a new group when the default group has a bound device. ucxcoll never "
+          "makes a group's NCCL communicator by splitting its parent's, so there is nothing to take part in.");
   m.def("create_backend", &createBackend, py::arg("dist_backend_options"), py::call_guard<py::gil_scoped_release>(),
         "Create the backend for one process group (called by torch.distributed).");
   m.def("ucx_version", &ucxVersion, "Version of the UCX library loaded at run time.");

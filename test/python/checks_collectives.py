@@ -440,12 +440,6 @@ def error_unsupported_reduce_op(ctx: Context) -> None:
     )
 
 
-@check(needs_gpu=True)
-def error_cuda_tensor_not_supported_yet(ctx: Context) -> None:
-    tensor = torch.ones(3, device="cuda")
-    expect_error(NotImplementedError, ["CUDA tensors are not supported yet"], lambda: dist.all_reduce(tensor))
-
-
 @check()
 def group_still_works_after_refused_input(ctx: Context) -> None:
     tensor = torch.full((4,), float(ctx.rank))

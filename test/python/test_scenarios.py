@@ -71,7 +71,7 @@ def test_device_map_routes_cpu_tensors_to_ucxcoll():
         "dist.destroy_process_group()" % free_port()
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[:2] == ["UcxBackend", "[1.0, 1.0]"]
+    assert result.stdout.split("\n")[:2] == ["UcxcollBackend", "[1.0, 1.0]"]
 
 
 def test_torchrun_all_gather_example_prints_ranks():

@@ -21,11 +21,51 @@ def _preload_ucx() -> None:
     libucx.load_library()
 
 
+# ProcessGroupNCCL.Options a user passed as pg_options, by group name: they
+# configure the group's NCCL side when it is created.
+_nccl_options_by_group = {}
+
+
 def _create_backend(dist_backend_options, backend_options):
     """Called by torch.distributed (extended API) once per process group."""
     from ucxcoll import _C
 
+    nccl_options_type = _nccl_options_type()
+    if nccl_options_type is not None and isinstance(backend_options, nccl_options_type):
+        _nccl_options_by_group[dist_backend_options.group_id] = backend_options
     return _C.create_backend(dist_backend_options)
+
+
+def _nccl_options_type():
+    import torch.distributed as dist
+
+    if not dist.is_nccl_available():
+        return None
+    return dist.ProcessGroupNCCL.Options
+
+
+def _make_gpu_backend(store, rank, size, timeout_ms, group_name, global_ranks):
+    """The backend for a group's CUDA tensors: torch's own ProcessGroupNCCL
+    for the same ranks, on its own part of the group's store. Called by the
+    extension the first time a CUDA tensor reaches the group (or at once for
+    init_process_group(device_id=cuda:N))."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    if not dist.is_nccl_available():
+        raise RuntimeError(
+            "this torch build has no NCCL (torch.distributed.is_nccl_available() is False); "
+            "CUDA tensors need a CUDA build of torch"
+        )
+    options = _nccl_options_by_group.get(group_name)
+    if options is None:
+        options = dist.ProcessGroupNCCL.Options()
+        options.is_high_priority_stream = False
+    options._timeout = timedelta(milliseconds=timeout_ms)
+    options.global_ranks_in_group = list(global_ranks)
+    options.group_name = group_name
+    return dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", store), rank, size, options)
 
 
 def is_registered() -> bool:
