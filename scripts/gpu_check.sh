@@ -57,11 +57,15 @@ log "GPU tests"
 "$PYTHON" -m pytest -q -rs -p no:cacheprovider test/python/test_gpu.py \
   "test/python/test_scenarios.py::test_cpu_only_job_never_initialises_cuda" --junitxml="$OUT/gpu_tests.xml" || status=1
 gpus="$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())')"
+if [[ "$gpus" == 0 ]]; then
+  log "no GPU on this machine: the GPU tests above were skipped; no example or benchmark to run"
+  exit 3
+fi
 log "examples/all_gather_cuda.py on $gpus GPU(s)"
 "$PYTHON" -m torch.distributed.run --nproc-per-node "$gpus" examples/all_gather_cuda.py || status=1
 log "benchmark: ucxcoll vs nccl on CUDA tensors, $gpus rank(s)"
 "$PYTHON" benchmarks/bench_collectives.py --device cuda --nproc "$gpus" \
-  --ops all_reduce all_gather_into_tensor reduce_scatter_tensor broadcast all_to_all_single \
+  --ops all_reduce all_gather_into_tensor reduce_scatter_tensor all_to_all_single reduce \
   --sizes 8 4096 1048576 16777216 67108864 --json "$OUT/bench_cuda.json" || status=1
 log "done, status $status"
 exit "$status"

@@ -107,7 +107,8 @@ c10d::Backend& DeviceRouter::gpu() {
   c10::intrusive_ptr<c10d::Backend> made = factory_(spec);
   TORCH_CHECK(made, "ucxcoll: the factory of the CUDA backend returned nothing");
   // What torch does for a backend it registers itself: the group's bound
-  // device, name and description (NCCL logs and records them).
+  // device (torch sets it on this object when it registers it), name and
+  // description (NCCL logs and records them).
   made->setBoundDeviceId(getBoundDeviceId());
   if (!getGroupUid().empty()) {
     made->setGroupUid(getGroupUid());
@@ -433,14 +434,6 @@ void DeviceRouter::setGroupUid(const std::string& uid) {
   }
 }
 
-void DeviceRouter::setBoundDeviceId(std::optional<at::Device> device) {
-  c10d::Backend::setBoundDeviceId(device);
-  cpu_->setBoundDeviceId(device);
-  if (auto gpu = gpuBackendIfCreated()) {
-    gpu->setBoundDeviceId(device);
-  }
-}
-
 void DeviceRouter::eagerConnectSingleDevice(at::Device device) {
   // init_process_group(device_id=cuda:N): NCCL connects now, as with
   // backend="nccl". The UCX side connected when the group was made.
@@ -450,13 +443,12 @@ void DeviceRouter::eagerConnectSingleDevice(at::Device device) {
 }
 
 c10d::ErrorType DeviceRouter::getError() {
+  // NCCL's error state; the UCX side reports its failures as the
+  // exceptions of the failed operations and of every later one.
   if (auto gpu = gpuBackendIfCreated()) {
-    c10d::ErrorType error = gpu->getError();
-    if (error != c10d::ErrorType::SUCCESS) {
-      return error;
-    }
+    return gpu->getError();
   }
-  return cpu_->getError();
+  return c10d::ErrorType::SUCCESS;
 }
 
 void DeviceRouter::abort() {

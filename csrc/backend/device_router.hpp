@@ -143,9 +143,10 @@ class DeviceRouter : public c10d::Backend {
                                           const c10::intrusive_ptr<Options>& opts) override;
   void setTimeout(std::chrono::milliseconds timeout) override;
   void setGroupUid(const std::string& uid) override;
-  void setBoundDeviceId(std::optional<at::Device> device) override;
+  // The bound device (init_process_group(device_id=...)) is what torch set
+  // on this object when it registered it; the GPU backend gets it when made.
   void eagerConnectSingleDevice(at::Device device) override;
-  c10d::ErrorType getError() override;
+  c10d::ErrorType getError() override;  // NCCL's, once it exists
   uint64_t getSequenceNumberForGroup() override {
     return cpu_->getSequenceNumberForGroup();
   }

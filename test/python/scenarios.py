@@ -206,7 +206,8 @@ def staging_paths(rank: int, world: int, port: int, workdir: str) -> None:
 
 def cpu_only(rank: int, world: int, port: int, workdir: str) -> None:
     """A CPU-only job (collectives, point-to-point, a DDP step) must never
-    initialise CUDA, even with a CUDA build of torch and a GPU present."""
+    initialise CUDA or make an NCCL backend, even with a CUDA build of torch
+    and a GPU present."""
     init(rank, world, port)
     tensor = torch.ones(1 << 10)
     dist.all_reduce(tensor)
@@ -222,8 +223,10 @@ def cpu_only(rank: int, world: int, port: int, workdir: str) -> None:
     dist.barrier()
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2))
     model(torch.randn(4, 8)).sum().backward()
+    # The group's NCCL side is made only for a CUDA tensor.
+    nccl_made = dist.group.WORLD._get_backend(torch.device("cpu"))._gpu_backend is not None
     dist.destroy_process_group()
-    report(cuda_initialized=torch.cuda.is_initialized())
+    report(cuda_initialized=torch.cuda.is_initialized(), nccl_made=nccl_made)
 
 
 SCENARIOS = {"cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}

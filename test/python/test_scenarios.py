@@ -117,7 +117,7 @@ def test_large_all_reduce_staged_plain_and_mixed_match_gloo(mode, world):
 
 def test_cpu_only_job_never_initialises_cuda():
     for rank, report in enumerate(run_scenario("cpu_only", world=2)):
-        assert report["cuda_initialized"] is False, f"rank {rank}: {report}"
+        assert report == {"cuda_initialized": False, "nccl_made": False}, f"rank {rank}: {report}"
 
 
 def test_idle_group_does_not_burn_a_core():
