@@ -8,6 +8,7 @@
 
 #include "backend/errors.hpp"
 #include "backend/group_setup.hpp"
+#include "common/config.hpp"
 #include "common/error.hpp"
 #include "common/logging.hpp"
 #include "transport/tag.hpp"
@@ -25,7 +26,7 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   TORCH_CHECK_VALUE(static_cast<uint32_t>(size) <= tag::kMaxGroupSize, "ucxcoll: groups of up to ", tag::kMaxGroupSize,
                     " ranks are supported, got ", size);
   try {
-    validateAlgorithmChoices();
+    validateConfig();
   } catch (const std::invalid_argument& invalid) {
     TORCH_CHECK_VALUE(false, "ucxcoll: ", invalid.what());
   }

@@ -169,8 +169,4 @@ Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root);
 Task selectAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 Task selectBarrier(Collective& c);
 
-// Checks the UCXCOLL_*_ALGO variables; throws std::invalid_argument naming
-// the variable and its choices. Run once when the first group is set up.
-void validateAlgorithmChoices();
-
 }  // namespace ucxcoll

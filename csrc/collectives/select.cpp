@@ -1,9 +1,7 @@
 // Algorithm choice. Latency-bound (small) messages take the one-round
 // direct exchanges; bandwidth-bound (large) ones take the rings. The
-// UCXCOLL_*_ALGO variables force a choice, for benchmarks and tests; they
-// are checked once, when the first group is set up.
-
-#include <stdexcept>
+// UCXCOLL_*_ALGO variables force a choice, for benchmarks and tests
+// (common/config.cpp checks their values).
 
 #include "collectives/collective.hpp"
 #include "common/config.hpp"
@@ -11,28 +9,11 @@
 namespace ucxcoll {
 namespace {
 
-void checkChoice(const char* variable, const std::string& value, std::initializer_list<const char*> choices) {
-  std::string list;
-  for (const char* choice : choices) {
-    if (value == choice) {
-      return;
-    }
-    list += (list.empty() ? "" : ", ") + std::string(choice);
-  }
-  throw std::invalid_argument(std::string(variable) + "=" + value + " is not an algorithm; use one of " + list);
-}
-
 bool small(std::size_t bytes) {
   return bytes <= config().smallMessageBytes;
 }
 
 }  // namespace
-
-void validateAlgorithmChoices() {
-  checkChoice("UCXCOLL_ALLGATHER_ALGO", config().allgatherAlgorithm, {"auto", "direct", "ring"});
-  checkChoice("UCXCOLL_ALLREDUCE_ALGO", config().allreduceAlgorithm, {"auto", "direct", "ring"});
-  checkChoice("UCXCOLL_BCAST_ALGO", config().broadcastAlgorithm, {"auto", "binomial"});
-}
 
 Task selectAllgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes) {
   const std::string& forced = config().allgatherAlgorithm;

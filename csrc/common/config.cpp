@@ -1,66 +1,109 @@
 #include "common/config.hpp"
 
+#include <cerrno>
 #include <cstdlib>
-#include <iostream>
+#include <initializer_list>
 #include <stdexcept>
 
 namespace ucxcoll {
 namespace {
 
-const char* env(const char* name) {
-  const char* value = std::getenv(name);
-  return (value != nullptr && *value != '\0') ? value : nullptr;
-}
+// Reads the variables through `lookup`, keeping the default of each value
+// that is not valid and noting what is wrong with it.
+class Reader {
+ public:
+  Reader(const EnvironmentLookup& lookup, std::vector<std::string>& problems) : lookup_(lookup), problems_(problems) {}
 
-long envInteger(const char* name, long fallback) {
-  const char* value = env(name);
-  if (value == nullptr) {
+  const char* get(const char* name) const {
+    const char* value = lookup_(name);
+    return (value != nullptr && *value != '\0') ? value : nullptr;
+  }
+
+  long integer(const char* name, long fallback, long low, long high, const char* unit) {
+    const char* value = get(name);
+    if (value == nullptr) {
+      return fallback;
+    }
+    errno = 0;
+    char* end = nullptr;
+    const long parsed = std::strtol(value, &end, 10);
+    if (end == value || *end != '\0' || errno == ERANGE || parsed < low || parsed > high) {
+      problems_.push_back(std::string(name) + "=" + value + ": expected an integer from " + std::to_string(low) +
+                          " to " + std::to_string(high) + unit);
+      return fallback;
+    }
+    return parsed;
+  }
+
+  std::string choice(const char* name, const std::string& fallback, std::initializer_list<const char*> choices) {
+    const char* value = get(name);
+    if (value == nullptr) {
+      return fallback;
+    }
+    std::string list;
+    for (const char* choice : choices) {
+      if (std::string(value) == choice) {
+        return value;
+      }
+      list += (list.empty() ? "" : ", ") + std::string(choice);
+    }
+    problems_.push_back(std::string(name) + "=" + value + ": expected one of " + list);
     return fallback;
   }
-  char* end = nullptr;
-  long parsed = std::strtol(value, &end, 10);
-  if (end == value || *end != '\0' || parsed < 0) {
-    std::cerr << "[ucxcoll] ignoring " << name << "=" << value << ": expected a non-negative integer\n";
-    return fallback;
-  }
-  return parsed;
-}
 
-std::string envString(const char* name, const std::string& fallback) {
-  const char* value = env(name);
-  return value == nullptr ? fallback : std::string(value);
-}
+ private:
+  const EnvironmentLookup& lookup_;
+  std::vector<std::string>& problems_;
+};
 
-LogLevel parseLogLevel(const std::string& text) {
-  if (text == "error")
+LogLevel toLogLevel(const std::string& name) {
+  if (name == "error") {
     return LogLevel::Error;
-  if (text == "info")
+  }
+  if (name == "info") {
     return LogLevel::Info;
-  if (text == "debug")
+  }
+  if (name == "debug") {
     return LogLevel::Debug;
+  }
   return LogLevel::Warn;
-}
-
-Config readConfig() {
-  Config c;
-  c.logLevel = parseLogLevel(envString("UCXCOLL_LOG_LEVEL", "warn"));
-  c.spinMicroseconds = static_cast<int>(envInteger("UCXCOLL_SPIN_US", c.spinMicroseconds));
-  c.spinMicrosecondsSet = env("UCXCOLL_SPIN_US") != nullptr;
-  c.smallMessageBytes =
-      static_cast<std::size_t>(envInteger("UCXCOLL_SMALL_MSG_BYTES", static_cast<long>(c.smallMessageBytes)));
-  c.allgatherAlgorithm = envString("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm);
-  c.allreduceAlgorithm = envString("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm);
-  c.broadcastAlgorithm = envString("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm);
-  c.exitGraceMilliseconds = static_cast<int>(envInteger("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds));
-  c.sharedMemory = envInteger("UCXCOLL_SHARED_MEMORY", 1) != 0;
-  return c;
 }
 
 }  // namespace
 
+Config parseConfig(const EnvironmentLookup& lookup) {
+  Config c;
+  Reader read(lookup, c.problems);
+  c.logLevel = toLogLevel(read.choice("UCXCOLL_LOG_LEVEL", "warn", {"error", "warn", "info", "debug"}));
+  c.spinMicroseconds =
+      static_cast<int>(read.integer("UCXCOLL_SPIN_US", c.spinMicroseconds, 0, kMaxSpinMicroseconds, " (microseconds)"));
+  c.spinMicrosecondsSet = read.get("UCXCOLL_SPIN_US") != nullptr;
+  c.smallMessageBytes = static_cast<std::size_t>(read.integer(
+      "UCXCOLL_SMALL_MSG_BYTES", static_cast<long>(c.smallMessageBytes), 0, kMaxSmallMessageBytes, " (bytes)"));
+  c.allgatherAlgorithm = read.choice("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm, {"auto", "direct", "ring"});
+  c.allreduceAlgorithm = read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "direct", "ring"});
+  c.broadcastAlgorithm = read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "binomial"});
+  c.exitGraceMilliseconds = static_cast<int>(
+      read.integer("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds, 0, kMaxExitGraceMilliseconds, " (milliseconds)"));
+  c.sharedMemory = read.integer("UCXCOLL_SHARED_MEMORY", 1, 0, 1, "") != 0;
+  return c;
+}
+
 const Config& config() {
-  static const Config parsed = readConfig();
+  static const Config parsed = parseConfig([](const char* name) { return std::getenv(name); });
   return parsed;
+}
+
+void validateConfig() {
+  const Config& c = config();
+  if (c.problems.empty()) {
+    return;
+  }
+  std::string message = c.problems.size() == 1 ? "invalid setting: " : "invalid settings: ";
+  for (std::size_t i = 0; i < c.problems.size(); ++i) {
+    message += (i ? "; " : "") + c.problems[i];
+  }
+  throw std::invalid_argument(message);
 }
 
 }  // namespace ucxcoll

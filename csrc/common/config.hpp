@@ -1,9 +1,14 @@
 #pragma once
 // Every UCXCOLL_* environment variable is read here and nowhere else. The
-// README's configuration table lists the same names and defaults.
+// README's configuration table lists the same names, defaults and ranges.
+// They are read once; a value out of its range (or not a number, or not
+// one of the names a variable takes) is an error that group setup raises
+// (validateConfig), never a silent fallback.
 
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common/logging.hpp"
 
@@ -39,9 +44,23 @@ struct Config {
   // between ranks on one host stage their chunks in shared memory
   // (collectives/staging.hpp); 0 sends them as plain UCX messages.
   bool sharedMemory = true;
+
+  // "UCXCOLL_X=value: expected ..." for each variable set to a value it
+  // does not take (that setting keeps its default here).
+  std::vector<std::string> problems;
 };
 
-// Parsed once, on first use.
+inline constexpr long kMaxSpinMicroseconds = 1'000'000;
+inline constexpr long kMaxSmallMessageBytes = 1L << 30;
+inline constexpr long kMaxExitGraceMilliseconds = 3'600'000;
+
+// The value of an environment variable, or null.
+using EnvironmentLookup = std::function<const char*(const char*)>;
+Config parseConfig(const EnvironmentLookup& lookup);
+
+// The process's environment, parsed once, on first use.
 const Config& config();
+// Throws std::invalid_argument naming every variable with a bad value.
+void validateConfig();
 
 }  // namespace ucxcoll

@@ -24,6 +24,29 @@ def python(code: str, **env):
     )
 
 
+@pytest.mark.parametrize("variable,value,expected", [
+    ("UCXCOLL_SPIN_US", "4294967296", "an integer from 0 to 1000000 (microseconds)"),
+    ("UCXCOLL_SPIN_US", "-5", "an integer from 0 to 1000000 (microseconds)"),
+    ("UCXCOLL_SMALL_MSG_BYTES", "32k", "an integer from 0 to 1073741824 (bytes)"),
+    ("UCXCOLL_EXIT_GRACE_MS", "2s", "an integer from 0 to 3600000 (milliseconds)"),
+    ("UCXCOLL_SHARED_MEMORY", "on", "an integer from 0 to 1"),
+    ("UCXCOLL_LOG_LEVEL", "verbose", "one of error, warn, info, debug"),
+    ("UCXCOLL_ALLREDUCE_ALGO", "tree", "one of auto, direct, ring"),
+    ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, binomial"),
+])
+def test_a_bad_setting_raises_at_init_naming_the_variable(variable, value, expected):
+    result = python(
+        "import torch.distributed as dist\n"
+        "try:\n"
+        "    dist.init_process_group('ucxcoll', init_method='tcp://127.0.0.1:%d', rank=0, world_size=1)\n"
+        "except ValueError as error:\n"
+        "    print('ValueError:', error)\n" % free_port(),
+        **{variable: value},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"ValueError: ucxcoll: invalid setting: {variable}={value}: expected {expected}"
+
+
 def test_autoload_registers_backend_without_import():
     result = python(
         "import torch.distributed as dist; print(dist.Backend._plugins['UCXCOLL'].extended_api, "

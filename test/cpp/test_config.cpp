@@ -1,0 +1,102 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "common/config.hpp"
+
+using namespace ucxcoll;
+
+namespace {
+
+Config parse(const std::map<std::string, std::string>& environment) {
+  return parseConfig([&](const char* name) -> const char* {
+    auto found = environment.find(name);
+    return found == environment.end() ? nullptr : found->second.c_str();
+  });
+}
+
+}  // namespace
+
+TEST_CASE("an empty environment gives the defaults and no problem", "[config]") {
+  Config c = parse({});
+  CHECK(c.problems.empty());
+  CHECK(c.logLevel == LogLevel::Warn);
+  CHECK(c.spinMicroseconds == 250);
+  CHECK_FALSE(c.spinMicrosecondsSet);
+  CHECK(c.smallMessageBytes == 32 * 1024);
+  CHECK(c.allreduceAlgorithm == "auto");
+  CHECK(c.exitGraceMilliseconds == 2000);
+  CHECK(c.sharedMemory);
+  // An empty value counts as unset.
+  CHECK(parse({{"UCXCOLL_SPIN_US", ""}}).problems.empty());
+}
+
+TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]") {
+  Config c = parse({{"UCXCOLL_LOG_LEVEL", "debug"},
+                    {"UCXCOLL_SPIN_US", "1000000"},
+                    {"UCXCOLL_SMALL_MSG_BYTES", "0"},
+                    {"UCXCOLL_ALLGATHER_ALGO", "ring"},
+                    {"UCXCOLL_ALLREDUCE_ALGO", "direct"},
+                    {"UCXCOLL_BCAST_ALGO", "binomial"},
+                    {"UCXCOLL_EXIT_GRACE_MS", "0"},
+                    {"UCXCOLL_SHARED_MEMORY", "0"}});
+  CHECK(c.problems.empty());
+  CHECK(c.logLevel == LogLevel::Debug);
+  CHECK(c.spinMicroseconds == 1000000);
+  CHECK(c.spinMicrosecondsSet);
+  CHECK(c.smallMessageBytes == 0);
+  CHECK(c.allgatherAlgorithm == "ring");
+  CHECK(c.allreduceAlgorithm == "direct");
+  CHECK(c.exitGraceMilliseconds == 0);
+  CHECK_FALSE(c.sharedMemory);
+}
+
+TEST_CASE("each bad value is named with what the variable takes, and keeps the default", "[config]") {
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* problem;
+  };
+  const Case cases[] = {
+      {"UCXCOLL_SPIN_US", "-1", "UCXCOLL_SPIN_US=-1: expected an integer from 0 to 1000000 (microseconds)"},
+      {"UCXCOLL_SPIN_US", "1000001", "UCXCOLL_SPIN_US=1000001: expected an integer from 0 to 1000000 (microseconds)"},
+      // Would wrap to a negative int if taken as it was before.
+      {"UCXCOLL_SPIN_US", "4294967296",
+       "UCXCOLL_SPIN_US=4294967296: expected an integer from 0 to 1000000 (microseconds)"},
+      {"UCXCOLL_SPIN_US", "99999999999999999999999",
+       "UCXCOLL_SPIN_US=99999999999999999999999: expected an integer from 0 to 1000000 (microseconds)"},
+      {"UCXCOLL_SPIN_US", "50us", "UCXCOLL_SPIN_US=50us: expected an integer from 0 to 1000000 (microseconds)"},
+      {"UCXCOLL_SMALL_MSG_BYTES", "1e6",
+       "UCXCOLL_SMALL_MSG_BYTES=1e6: expected an integer from 0 to 1073741824 (bytes)"},
+      {"UCXCOLL_EXIT_GRACE_MS", "2s", "UCXCOLL_EXIT_GRACE_MS=2s: expected an integer from 0 to 3600000 (milliseconds)"},
+      {"UCXCOLL_SHARED_MEMORY", "yes", "UCXCOLL_SHARED_MEMORY=yes: expected an integer from 0 to 1"},
+      {"UCXCOLL_SHARED_MEMORY", "2", "UCXCOLL_SHARED_MEMORY=2: expected an integer from 0 to 1"},
+      {"UCXCOLL_LOG_LEVEL", "verbose", "UCXCOLL_LOG_LEVEL=verbose: expected one of error, warn, info, debug"},
+      {"UCXCOLL_LOG_LEVEL", "WARN", "UCXCOLL_LOG_LEVEL=WARN: expected one of error, warn, info, debug"},
+      {"UCXCOLL_ALLGATHER_ALGO", "tree", "UCXCOLL_ALLGATHER_ALGO=tree: expected one of auto, direct, ring"},
+      {"UCXCOLL_ALLREDUCE_ALGO", "rabenseifner",
+       "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, direct, ring"},
+      {"UCXCOLL_BCAST_ALGO", "ring", "UCXCOLL_BCAST_ALGO=ring: expected one of auto, binomial"},
+  };
+  const Config defaults = parse({});
+  for (const Case& bad : cases) {
+    INFO(bad.name << "=" << bad.value);
+    Config c = parse({{bad.name, bad.value}});
+    REQUIRE(c.problems.size() == 1);
+    CHECK(c.problems[0] == bad.problem);
+    CHECK(c.spinMicroseconds == defaults.spinMicroseconds);
+    CHECK(c.smallMessageBytes == defaults.smallMessageBytes);
+    CHECK(c.exitGraceMilliseconds == defaults.exitGraceMilliseconds);
+    CHECK(c.sharedMemory == defaults.sharedMemory);
+    CHECK(c.logLevel == defaults.logLevel);
+    CHECK(c.allreduceAlgorithm == defaults.allreduceAlgorithm);
+  }
+}
+
+TEST_CASE("every bad variable is reported, not only the first", "[config]") {
+  Config c = parse({{"UCXCOLL_SPIN_US", "x"}, {"UCXCOLL_LOG_LEVEL", "loud"}, {"UCXCOLL_SHARED_MEMORY", "1"}});
+  REQUIRE(c.problems.size() == 2);
+  CHECK(c.problems[0] == "UCXCOLL_LOG_LEVEL=loud: expected one of error, warn, info, debug");
+  CHECK(c.problems[1] == "UCXCOLL_SPIN_US=x: expected an integer from 0 to 1000000 (microseconds)");
+}
