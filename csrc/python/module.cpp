@@ -17,8 +17,9 @@ namespace {
 
 // The GPU backend of a group: ucxcoll._registration._make_gpu_backend
 // (torch's ProcessGroupNCCL), looked up at each call so that tests on
-// machines without a GPU can put a recording backend in its place. Called with the GIL released, from whichever thread
-// made the first CUDA call; holds the GIL only while in Python.
+// machines without a GPU can put a recording backend in its place. Called
+// with the GIL released, from whichever thread made the first CUDA call;
+// holds the GIL only while in Python.
 c10::intrusive_ptr<c10d::Backend> makeGpuBackend(const ucxcoll::GpuGroupSpec& spec) {
   py::gil_scoped_acquire gil;
   try {

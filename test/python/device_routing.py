@@ -322,9 +322,19 @@ def real_factory_without_gpu(rank: int, world: int, port: int, workdir: str) -> 
     init(rank, world, port, **({"pg_options": options} if options is not None else {}))
     backend = cpu_backend()
     error = error_of(lambda: backend.allreduce([cuda(4)], c10d.AllreduceOptions()))
-    report(error=error, nccl_options_kept=list(registration._nccl_options_by_group),
-           gpu_backend=backend._gpu_backend is not None, cpu_ok=cpu_sum_ok(world))
+    kept = list(registration._nccl_options_by_group)
+    gpu_made, cpu_ok = backend._gpu_backend is not None, cpu_sum_ok(world)
     dist.destroy_process_group()
+    # A new default group (same name, "0") without pg_options must not
+    # inherit the earlier group's.
+    dist.init_process_group("ucxcoll", init_method=f"file://{workdir}/store2", rank=rank, world_size=world)
+    kept_after_reinit = list(registration._nccl_options_by_group)
+    # A collective before leaving: a rank that exits while its peer still
+    # connects to it would fail the peer's setup (a dead peer).
+    cpu_ok_after_reinit = cpu_sum_ok(world)
+    dist.destroy_process_group()
+    report(error=error, nccl_options_kept=kept, gpu_backend=gpu_made, cpu_ok=cpu_ok and cpu_ok_after_reinit,
+           nccl_options_after_reinit=kept_after_reinit)
 
 
 def unsupported_device(rank: int, world: int, port: int, workdir: str) -> None:

@@ -130,8 +130,10 @@ def test_without_a_gpu_the_first_cuda_call_says_why_nccl_is_missing():
             "ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
         ]
         assert report["gpu_backend"] is False and report["cpu_ok"] is True
-        # pg_options=ProcessGroupNCCL.Options() is kept for the group's NCCL side.
+        # pg_options=ProcessGroupNCCL.Options() is kept for the group's NCCL
+        # side, and forgotten when a later group of that name has none.
         assert report["nccl_options_kept"] == ["0"]
+        assert report["nccl_options_after_reinit"] == []
 
 
 def test_tensors_on_another_device_type_are_refused():

@@ -30,6 +30,9 @@ def _create_backend(dist_backend_options, backend_options):
     """Called by torch.distributed (extended API) once per process group."""
     from ucxcoll import _C
 
+    # Group names repeat after destroy_process_group(): forget what an
+    # earlier group of the same name was given.
+    _nccl_options_by_group.pop(dist_backend_options.group_id, None)
     nccl_options_type = _nccl_options_type()
     if nccl_options_type is not None and isinstance(backend_options, nccl_options_type):
         _nccl_options_by_group[dist_backend_options.group_id] = backend_options
