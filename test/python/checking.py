@@ -52,9 +52,9 @@ class Checks:
     def __init__(self):
         self.entries = []
 
-    def __call__(self, min_world: int = 1, max_world: int | None = None, needs_gpu: bool = False):
+    def __call__(self, min_world: int = 1, max_world: int | None = None):
         def register(fn):
-            self.entries.append((fn.__name__, fn, min_world, max_world, needs_gpu))
+            self.entries.append((fn.__name__, fn, min_world, max_world))
             return fn
 
         return register
@@ -146,7 +146,7 @@ def run(checks: Checks, rank: int, world: int, port: int, outdir: str, selected=
     )
     ctx = Context(rank, world)
     results = {}
-    for name, fn, min_world, max_world, needs_gpu in checks.entries:
+    for name, fn, min_world, max_world in checks.entries:
         if selected is not None and name not in selected:
             continue
         if world < min_world:
@@ -154,9 +154,6 @@ def run(checks: Checks, rank: int, world: int, port: int, outdir: str, selected=
             continue
         if max_world is not None and world > max_world:
             results[name] = {"status": "skipped", "reason": f"runs at up to {max_world} ranks (cost)"}
-            continue
-        if needs_gpu and not torch.cuda.is_available():
-            results[name] = {"status": "skipped", "reason": "no GPU on this machine to create a CUDA tensor"}
             continue
         try:
             fn(ctx)
