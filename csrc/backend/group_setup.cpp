@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/config.hpp"
+
 namespace ucxcoll {
 namespace {
 
@@ -49,13 +51,21 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
   int64_t joined = store->add("ucxcoll/joined", 1);
   std::string prefix = "ucxcoll/" + std::to_string((joined - 1) / size) + "/";
 
-  // Value: the channel (4 bytes, little-endian), the host identity's length
-  // (2 bytes) and bytes, then the worker address.
+  // Value: the channel (4 bytes, little-endian); the host identity and the
+  // pid namespace identity (each a 2-byte length and the bytes); the pid (4
+  // bytes) and its start time (8); then the worker address.
   const std::string host = hostIdentity();
+  const std::string pidNamespace = pidNamespaceIdentity();
+  const ProcessIdentity me = thisProcess();
   std::vector<uint8_t> mine;
   putUint(mine, myChannel, 4);
-  putUint(mine, static_cast<uint32_t>(host.size()), 2);
-  mine.insert(mine.end(), host.begin(), host.end());
+  for (const std::string* text : {&host, &pidNamespace}) {
+    putUint(mine, static_cast<uint32_t>(text->size()), 2);
+    mine.insert(mine.end(), text->begin(), text->end());
+  }
+  putUint(mine, static_cast<uint32_t>(me.pid), 4);
+  putUint(mine, static_cast<uint32_t>(me.startTime), 4);
+  putUint(mine, static_cast<uint32_t>(me.startTime >> 32), 4);
   mine.insert(mine.end(), myAddress.begin(), myAddress.end());
   store->set(prefix + "peer/" + std::to_string(rank), mine);
 
@@ -63,15 +73,34 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
   result.ranksOnThisHost = 0;
   for (int peer = 0; peer < size; ++peer) {
     std::vector<uint8_t> value = peer == rank ? mine : store->get(prefix + "peer/" + std::to_string(peer));
-    if (value.size() < 6 || value.size() < 6 + getUint(value, 4, 2)) {
-      throw std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer));
+    auto malformed = [&] { return std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer)); };
+    std::size_t at = 4;
+    auto text = [&] {
+      if (value.size() < at + 2 || value.size() < at + 2 + getUint(value, at, 2)) {
+        throw malformed();
+      }
+      const std::size_t length = getUint(value, at, 2);
+      std::string read(value.begin() + static_cast<long>(at + 2), value.begin() + static_cast<long>(at + 2 + length));
+      at += 2 + length;
+      return read;
+    };
+    const std::string peerHost = text();
+    const std::string peerPidNamespace = text();
+    if (value.size() < at + 12) {
+      throw malformed();
     }
-    const std::size_t hostLength = getUint(value, 4, 2);
+    ProcessIdentity process{static_cast<pid_t>(getUint(value, at, 4)),
+                            getUint(value, at + 4, 4) | (uint64_t{getUint(value, at + 8, 4)} << 32)};
+    at += 12;
     result.channels.push_back(getUint(value, 0, 4));
-    if (std::string(value.begin() + 6, value.begin() + 6 + static_cast<long>(hostLength)) == host) {
+    const bool sameHost = peer == rank || (peerHost == host && !config().peersOnOtherHosts);
+    if (sameHost) {
       ++result.ranksOnThisHost;
     }
-    result.addresses.emplace_back(value.begin() + 6 + static_cast<long>(hostLength), value.end());
+    result.onOtherHost.push_back(!sameHost);
+    const bool watchable = sameHost && !pidNamespace.empty() && peerPidNamespace == pidNamespace;
+    result.processes.push_back(watchable ? process : ProcessIdentity{});
+    result.addresses.emplace_back(value.begin() + static_cast<long>(at), value.end());
   }
   return result;
 }

@@ -1,19 +1,26 @@
 #pragma once
 // Agreeing on a group through the store torch hands the backend: every
 // rank's UCX worker address, the channel number its process gave the group
-// (see transport/tag.hpp), and which ranks share this host.
+// (see transport/tag.hpp), which ranks share this host, and which process
+// each rank is (so that the engine can watch peers on this host).
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <cstdint>
 #include <vector>
 
+#include "engine/peer_watch.hpp"
+
 namespace ucxcoll {
 
 struct GroupRendezvous {
   std::vector<std::vector<uint8_t>> addresses;  // indexed by group rank
   std::vector<uint32_t> channels;               // indexed by group rank
-  int ranksOnThisHost = 1;                      // this one included
+  // Indexed by group rank: the rank's process where this one can watch it
+  // (same kernel and pid namespace), unknown elsewhere.
+  std::vector<ProcessIdentity> processes;
+  std::vector<bool> onOtherHost;  // indexed by group rank
+  int ranksOnThisHost = 1;        // this one included
 };
 
 // Collective over the group's ranks; blocks (up to the store's timeout)

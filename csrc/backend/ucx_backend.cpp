@@ -35,7 +35,8 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
     uint32_t channel = engine_->openChannel();
     try {
       GroupRendezvous peers = rendezvous(store, rank, size, engine_->address(), channel);
-      group_ = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels));
+      group_ = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels),
+                                    peers.processes, peers.onOtherHost);
       engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
     } catch (...) {
       engine_->releaseChannel(channel);

@@ -45,9 +45,13 @@ std::atomic<StagingPolicy> policy{StagingPolicy::AsConfigured};
 std::atomic<std::size_t> minimumBytes{kStagingMinBytes};
 
 // The boot id tells machines (and reboots) apart where pids and inode
-// numbers repeat; hashed (FNV-1a) to fit the offer.
+// numbers repeat; hashed (FNV-1a) to fit the offer. None (0, no staging)
+// where peers are to be treated as on other hosts.
 uint64_t hostKey() {
   static const uint64_t key = [] {
+    if (config().peersOnOtherHosts) {
+      return uint64_t{0};
+    }
     std::ifstream file("/proc/sys/kernel/random/boot_id");
     std::string bootId;
     std::getline(file, bootId);

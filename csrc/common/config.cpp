@@ -86,6 +86,7 @@ Config parseConfig(const EnvironmentLookup& lookup) {
   c.exitGraceMilliseconds = static_cast<int>(
       read.integer("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds, 0, kMaxExitGraceMilliseconds, " (milliseconds)"));
   c.sharedMemory = read.integer("UCXCOLL_SHARED_MEMORY", 1, 0, 1, "") != 0;
+  c.peersOnOtherHosts = read.integer("UCXCOLL_PEERS_ON_OTHER_HOSTS", 0, 0, 1, "") != 0;
   return c;
 }
 

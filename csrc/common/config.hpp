@@ -44,6 +44,11 @@ struct Config {
   // between ranks on one host stage their chunks in shared memory
   // (collectives/staging.hpp); 0 sends them as plain UCX messages.
   bool sharedMemory = true;
+  // UCXCOLL_PEERS_ON_OTHER_HOSTS: 1 treats every peer as if it ran on
+  // another host (no process watch; UCX's own failure reports over
+  // network-capable lanes), to test the cross-host failure paths on one
+  // machine.
+  bool peersOnOtherHosts = false;
 
   // "UCXCOLL_X=value: expected ..." for each variable set to a value it
   // does not take (that setting keeps its default here).

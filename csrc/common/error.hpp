@@ -33,6 +33,18 @@ class MismatchError : public Error {
   using Error::Error;
 };
 
+// A peer process of the group died: the operation cannot complete, and the
+// group cannot be used again.
+class PeerGoneError : public Error {
+ public:
+  explicit PeerGoneError(const std::string& what, std::vector<int> deadRanks = {})
+      : Error(what), deadRanks_(std::move(deadRanks)) {}
+  const std::vector<int>& deadRanks() const { return deadRanks_; }
+
+ private:
+  std::vector<int> deadRanks_;
+};
+
 // The group was shut down or aborted while the operation was pending.
 class AbortedError : public Error {
  public:

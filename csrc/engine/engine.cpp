@@ -104,6 +104,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, Threading threading)
       ownerPid_(getpid()),
       spinMicroseconds_(config().spinMicroseconds),
       channelInUse_(tag::kMaxChannel + 1, false) {
+  transport_->setFailureListener([this] { wakeDriver(); });
   if (threading_ == Threading::ProgressThread) {
     thread_ = std::thread([this] { progressThreadMain(); });
     threadId_ = thread_.get_id();
@@ -119,6 +120,7 @@ Engine::~Engine() {
       thread_.detach();
     }
     [[maybe_unused]] auto* leaked = transport_.release();
+    [[maybe_unused]] auto* watch = peerWatch_.release();
     return;
   }
   stop();
@@ -167,8 +169,16 @@ void Engine::stop() {
     abortAndDrain();
     release();
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+  }
+  std::unique_ptr<PeerWatch> watch;
+  {
+    std::lock_guard<std::mutex> lock(peerWatchMutex_);
+    watch = std::move(peerWatch_);
+  }
+  // `watch` joins its thread here, holding no lock its handler takes.
 }
 
 void Engine::noteRanksOnThisHost(int ranks) {
@@ -458,6 +468,14 @@ void Engine::abortAndDrain() {
 
 bool Engine::step() {
   bool worked = false;
+  if (peerDeathPending_.load(std::memory_order_acquire)) {
+    handlePeerDeaths();
+    worked = true;
+  }
+  if (transport_->hasFailedPeers()) {
+    handleFailedConnections();
+    worked = true;
+  }
   if (hasSubmissions_.load(std::memory_order_acquire)) {
     takeSubmissions();
     worked = true;
@@ -497,6 +515,9 @@ void Engine::sleep(const std::atomic<bool>* until, Clock::time_point limit) {
 }
 
 void Engine::takeSubmissions() {
+  if (transport_->hasFailedPeers()) {
+    handleFailedConnections();  // so that these are refused, not sent into a broken connection
+  }
   std::deque<std::unique_ptr<Operation>> batch;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -511,6 +532,12 @@ void Engine::takeSubmissions() {
     if (group != nullptr && group->closed_) {
       failOperation(op, std::make_exception_ptr(
                             AbortedError(op.name() + " was not run: the process group was shut down or aborted")));
+      continue;
+    }
+    if (group != nullptr && !group->deadRanks_.empty() && op.kind() == Operation::Kind::PointToPoint) {
+      failOperation(op, std::make_exception_ptr(PeerGoneError(
+                            op.name() + " was not run: this process group failed earlier: " + group->failure(),
+                            group->deadRanks_)));
       continue;
     }
     switch (op.kind()) {
@@ -597,7 +624,16 @@ void Engine::review(Operation& op) {
         }
       }
       op.announceFailure(op.failure_);
-      op.drainUntil_ = Clock::now() + (stopRequested_.load() ? kExitDrainBound : kDrainBound);
+      // What was posted to or expected from a dead peer will not end: give
+      // the rest a short moment, then keep the operation as a zombie.
+      bool peerGone = false;
+      try {
+        std::rethrow_exception(op.failure_);
+      } catch (const PeerGoneError&) {
+        peerGone = true;
+      } catch (...) {
+      }
+      op.drainUntil_ = Clock::now() + (stopRequested_.load() || peerGone ? kExitDrainBound : kDrainBound);
       if (op.outstanding_ > 0) {
         deadlines_.push({op.drainUntil_, op.serial_});
       }
@@ -760,17 +796,186 @@ void Engine::releaseChannel(uint32_t channel) {
   runOnDriver([this, channel] { channelInUse_.at(channel) = false; });
 }
 
+namespace {
+
+// "rank 2 (pid 4242)", "ranks 1 (pid 11), 2 (pid 12)".
+std::string describeRanks(const Group& group, const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t index = 0; index < ranks.size(); ++index) {
+    text += (index > 0 ? ", " : "") + std::to_string(ranks[index]);
+    if (group.process(ranks[index]).known()) {
+      text += " (pid " + std::to_string(group.process(ranks[index]).pid) + ")";
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
 std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size, uint32_t channel,
                                            const std::vector<std::vector<uint8_t>>& addresses,
-                                           std::vector<uint32_t> peerChannels) {
-  std::vector<PeerHandle> peers = runOnDriver([&] {
-    std::vector<PeerHandle> connected;
-    for (const auto& address : addresses) {
-      connected.push_back(transport_->connect(address));
+                                           std::vector<uint32_t> peerChannels,
+                                           const std::vector<ProcessIdentity>& processes,
+                                           const std::vector<bool>& onOtherHost) {
+  return runOnDriver([&] {
+    auto group = std::make_shared<Group>(name, rank, size, channel, std::vector<PeerHandle>{}, std::move(peerChannels));
+    if (!processes.empty()) {
+      group->processes_ = processes;
     }
-    return connected;
+    // Watch first, so that a peer dying from here on is reported.
+    std::vector<int> gone;
+    for (int peer = 0; peer < size; ++peer) {
+      const ProcessIdentity& process = group->process(peer);
+      if (peer == rank || !process.known()) {
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(peerWatchMutex_);
+      if (!peerWatch_ && !stopRequested_.load()) {
+        peerWatch_ = std::make_unique<PeerWatch>([this](const ProcessIdentity& dead) { notePeerDied(dead); });
+      }
+      if (std::find(goneProcesses_.begin(), goneProcesses_.end(), process) != goneProcesses_.end() ||
+          (peerWatch_ && !peerWatch_->watch(process))) {
+        gone.push_back(peer);
+      }
+    }
+    auto throwIfGone = [&](const std::string& when) {
+      if (!gone.empty()) {
+        throw PeerGoneError(describeRanks(*group, gone) + " died " + when + " (" +
+                                (gone.size() == 1 ? "its process" : "their processes") + " on this host exited)",
+                            gone);
+      }
+    };
+    throwIfGone("before the group was set up");
+    try {
+      for (std::size_t peer = 0; peer < addresses.size(); ++peer) {
+        const bool remote = peer < onOtherHost.size() && onOtherHost[peer];
+        group->peers_.push_back(
+            transport_->connect(addresses[peer], remote ? PeerLocation::OtherHost : PeerLocation::ThisHost));
+      }
+    } catch (const Error&) {
+      // A peer that exits while we connect takes its shared memory along,
+      // and UCX says only that: name the dead rank instead.
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer != rank && group->process(peer).known() && !processAlive(group->process(peer))) {
+          gone.push_back(peer);
+        }
+      }
+      throwIfGone("while the group was being set up");
+      throw;
+    }
+    std::erase_if(groups_, [](const std::weak_ptr<Group>& weak) { return weak.expired(); });
+    groups_.push_back(group);
+    return group;
   });
-  return std::make_shared<Group>(std::move(name), rank, size, channel, std::move(peers), std::move(peerChannels));
+}
+
+void Engine::notePeerDied(const ProcessIdentity& process) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    deadProcesses_.push_back(process);
+    peerDeathPending_.store(true, std::memory_order_release);
+  }
+  wakeDriver();
+}
+
+void Engine::wakeDriver() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (driver_ == Driver::None) {
+      progressThreadWanted_ = true;
+    }
+  }
+  doorbell_.ring();
+  transport_->interrupt();
+}
+
+void Engine::handlePeerDeaths() {
+  std::vector<ProcessIdentity> dead;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dead.swap(deadProcesses_);
+    peerDeathPending_.store(false, std::memory_order_relaxed);
+  }
+  goneProcesses_.insert(goneProcesses_.end(), dead.begin(), dead.end());
+  std::vector<std::shared_ptr<Group>> live;
+  for (const auto& weak : groups_) {
+    if (auto group = weak.lock()) {
+      live.push_back(std::move(group));
+    }
+  }
+  for (const auto& group : live) {
+    std::vector<int> ranks;
+    for (int peer = 0; peer < group->size(); ++peer) {
+      const ProcessIdentity& process = group->process(peer);
+      if (peer != group->rank() && process.known() &&
+          std::find(goneProcesses_.begin(), goneProcesses_.end(), process) != goneProcesses_.end()) {
+        ranks.push_back(peer);
+      }
+    }
+    failGroupPeers(*group, std::move(ranks), "(its process on this host exited)");
+  }
+}
+
+void Engine::handleFailedConnections() {
+  for (const PeerFailure& failure : transport_->takeFailedPeers()) {
+    transport_->peerGone(failure.peer);
+    for (const auto& weak : groups_) {
+      auto group = weak.lock();
+      if (!group) {
+        continue;
+      }
+      std::vector<int> ranks;
+      for (int peer = 0; peer < group->size(); ++peer) {
+        if (peer != group->rank() && group->peer(peer) == failure.peer) {
+          ranks.push_back(peer);
+        }
+      }
+      failGroupPeers(*group, std::move(ranks),
+                     "(the connection to its host broke: " + failure.detail + "; its process or host is gone)");
+    }
+  }
+}
+
+void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why) {
+  std::erase_if(ranks, [&](int peer) {
+    return std::find(group.deadRanks_.begin(), group.deadRanks_.end(), peer) != group.deadRanks_.end();
+  });
+  if (ranks.empty()) {
+    return;
+  }
+  for (int peer : ranks) {
+    transport_->peerGone(group.peer(peer));
+    group.deadRanks_.push_back(peer);
+  }
+  std::sort(group.deadRanks_.begin(), group.deadRanks_.end());
+  std::string reason = why;
+  const std::string singular = "(its process";
+  if (ranks.size() > 1 && reason.starts_with(singular)) {
+    reason = "(their processes" + reason.substr(singular.size());
+  }
+  const std::string cause = describeRanks(group, ranks) + " of group \"" + group.name() + "\" died " + reason;
+  group.setFailure(cause);
+  UCXCOLL_DEBUG(cause);
+  // Like abortGroup: queued collectives first, so that failing the running
+  // one does not start them.
+  std::vector<uint64_t> victims;
+  for (Operation* op : group.waiting_) {
+    victims.push_back(op->serial_);
+  }
+  group.waiting_.clear();
+  if (group.running_ != nullptr) {
+    victims.push_back(group.running_->serial_);
+  }
+  for (Operation* op : group.transfers_) {
+    victims.push_back(op->serial_);
+  }
+  for (uint64_t serial : victims) {
+    auto found = inFlight_.find(serial);
+    if (found != inFlight_.end() && !found->second->completed_) {
+      Operation& op = *found->second;
+      failOperation(op, std::make_exception_ptr(PeerGoneError(op.name() + " failed: " + cause, group.deadRanks_)));
+    }
+  }
 }
 
 void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {

@@ -57,6 +57,7 @@
 #include "engine/doorbell.hpp"
 #include "engine/group.hpp"
 #include "engine/operation.hpp"
+#include "engine/peer_watch.hpp"
 #include "transport/transport.hpp"
 
 namespace ucxcoll {
@@ -91,11 +92,18 @@ class Engine {
   // the same number are dropped.
   uint32_t openChannel();
   void releaseChannel(uint32_t channel);
-  // Connect to the group's ranks; `addresses` and `peerChannels` are
-  // indexed by group rank.
+  // Connect to the group's ranks; `addresses`, `peerChannels` and
+  // `processes` and `onOtherHost` are indexed by group rank (empty: all
+  // unknown, all on this host). The processes this one can watch (known
+  // identities) are watched from now on, and the transport reports broken
+  // connections to other hosts: when a peer is gone, every operation of
+  // the group, pending or later, fails with PeerGoneError naming its rank.
+  // Throws PeerGoneError if one is gone already.
   std::shared_ptr<Group> createGroup(std::string name, int rank, int size, uint32_t channel,
                                      const std::vector<std::vector<uint8_t>>& addresses,
-                                     std::vector<uint32_t> peerChannels);
+                                     std::vector<uint32_t> peerChannels,
+                                     const std::vector<ProcessIdentity>& processes = {},
+                                     const std::vector<bool>& onOtherHost = {});
   // After the collectives submitted before it: end the group's pending
   // point-to-point transfers (AbortedError), refuse new operations and
   // release its channel. With `wait`, returns once done.
@@ -103,6 +111,10 @@ class Engine {
   // Fail every operation of the group, queued or running, with
   // AbortedError(reason), then close it.
   void abortGroup(const std::shared_ptr<Group>& group, const std::string& reason);
+
+  // A watched peer process has died (called by the peer watch's thread,
+  // or by tests): the driver fails the groups it belonged to.
+  void notePeerDied(const ProcessIdentity& process);
 
   // ---- Operations ---------------------------------------------------------
   // The driver role, held by a caller between submit(..., lead) and the end
@@ -198,6 +210,14 @@ class Engine {
   void abortEach(const std::vector<uint64_t>& serials, const std::string& why);
   void abortAndDrain();
   void failOperation(Operation& op, std::exception_ptr error);
+  // Fail the groups of the processes reported dead since the last call.
+  void handlePeerDeaths();
+  // Fail the groups whose connection to a peer on another host broke.
+  void handleFailedConnections();
+  // Have a driver make a pass soon, even if nothing is in flight.
+  void wakeDriver();
+  // Mark `ranks` of `group` gone because of `cause` and fail its operations.
+  void failGroupPeers(Group& group, std::vector<int> ranks, const std::string& cause);
 
   // Called by operations (driver thread).
   friend class Operation;
@@ -228,6 +248,13 @@ class Engine {
   std::atomic<bool> driverSleeping_{false};
   std::atomic<bool> stopRequested_{false};
   std::atomic<int> spinMicroseconds_;
+  std::vector<ProcessIdentity> deadProcesses_;  // guarded by mutex_: reported, not handled yet
+  std::atomic<bool> peerDeathPending_{false};
+
+  // The watch over peer processes, made with the first group that has a
+  // peer on this host.
+  std::mutex peerWatchMutex_;
+  std::unique_ptr<PeerWatch> peerWatch_;
 
   // Driver-only.
   std::unordered_map<uint64_t, std::unique_ptr<Operation>> inFlight_;
@@ -238,6 +265,8 @@ class Engine {
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
   Clock::time_point nextHousekeeping_{};
   std::vector<bool> channelInUse_;
+  std::vector<std::weak_ptr<Group>> groups_;    // live groups, to fail when a peer dies
+  std::vector<ProcessIdentity> goneProcesses_;  // every peer process seen dead
   uint32_t nextChannel_ = 1;
   int depth_ = 0;           // nesting of drive() on the driver thread
   bool exitDrain_ = false;  // draining aborted operations at exit

@@ -10,6 +10,7 @@ Group::Group(std::string name, int rank, int size, uint32_t channel, std::vector
       channel_(channel),
       peers_(std::move(peers)),
       peerChannels_(std::move(peerChannels)),
+      processes_(static_cast<std::size_t>(size)),
       layout_(static_cast<uint32_t>(size)) {}
 
 std::string Group::failure() const {

@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/peer_watch.hpp"
 #include "transport/tag.hpp"
 #include "transport/transport.hpp"
 
@@ -44,6 +45,10 @@ class Group {
   void setFailure(const std::string& cause);  // keeps the first one
   bool failed() const { return failed_.load(std::memory_order_acquire); }
 
+  // The process behind each group rank where this process can watch it
+  // (same host and pid namespace); unknown elsewhere.
+  const ProcessIdentity& process(int rank) const { return processes_.at(static_cast<std::size_t>(rank)); }
+
  private:
   friend class Engine;
 
@@ -53,6 +58,7 @@ class Group {
   uint32_t channel_;
   std::vector<PeerHandle> peers_;
   std::vector<uint32_t> peerChannels_;
+  std::vector<ProcessIdentity> processes_;  // indexed by group rank
   tag::CollectiveLayout layout_;
   std::atomic<uint64_t> issued_{0};
 
@@ -65,6 +71,7 @@ class Group {
   Operation* running_ = nullptr;
   std::unordered_set<Operation*> transfers_;  // point-to-point in flight
   bool closed_ = false;
+  std::vector<int> deadRanks_;  // ascending; the group fails once non-empty
 };
 
 }  // namespace ucxcoll

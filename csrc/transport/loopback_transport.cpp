@@ -62,7 +62,7 @@ LoopbackTransport::~LoopbackTransport() {
   fabric_.detach(index_);
 }
 
-PeerHandle LoopbackTransport::connect(const std::vector<uint8_t>& address) {
+PeerHandle LoopbackTransport::connect(const std::vector<uint8_t>& address, PeerLocation /*location*/) {
   if (address.size() != sizeof(uint32_t)) {
     throw std::invalid_argument("loopback: bad address");
   }

@@ -78,7 +78,7 @@ class LoopbackTransport final : public Transport {
   ~LoopbackTransport() override;
 
   const std::vector<uint8_t>& address() const override { return address_; }
-  PeerHandle connect(const std::vector<uint8_t>& address) override;
+  PeerHandle connect(const std::vector<uint8_t>& address, PeerLocation location) override;
 
   void send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
             Transfer& transfer) override;

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,17 @@ class Transfer {
 // A peer process, as returned by connect().
 using PeerHandle = void*;
 
+enum class PeerLocation {
+  ThisHost,   // shared memory and CMA lanes; its death is watched by pid
+  OtherHost,  // network lanes: the transport itself reports its failure
+};
+
+// A peer whose connection failed (its process or host is gone).
+struct PeerFailure {
+  PeerHandle peer;
+  std::string detail;  // the transport's own words
+};
+
 enum class SendMode {
   Standard,     // ends once the buffer may be reused
   Synchronous,  // ends only once the receiver has matched the message
@@ -66,8 +78,10 @@ class Transport {
 
   // This process's address, to publish to peers.
   virtual const std::vector<uint8_t>& address() const = 0;
-  // The peer at `address`, connected on first use and cached.
-  virtual PeerHandle connect(const std::vector<uint8_t>& address) = 0;
+  // The peer at `address`, connected on first use and cached. For a peer
+  // on another host the transport reports the connection's failure
+  // (takeFailedPeers).
+  virtual PeerHandle connect(const std::vector<uint8_t>& address, PeerLocation location) = 0;
 
   // Start a transfer. The buffer must stay valid (and, for sends, unchanged)
   // until the transfer ends. A receive matches a message whose tag equals
@@ -94,6 +108,17 @@ class Transport {
   virtual void waitForActivity(int timeoutMs) = 0;
   // Wake a thread in waitForActivity(). Callable from any thread.
   virtual void interrupt() = 0;
+
+  // The process behind `peer` is known to be dead: nothing sent to it will
+  // be acknowledged, so closing its connection should not wait for that.
+  virtual void peerGone(PeerHandle /*peer*/) {}
+  // Peers whose connection failed since the last call (driver thread).
+  virtual std::vector<PeerFailure> takeFailedPeers() { return {}; }
+  // Whether takeFailedPeers() has something; callable from any thread.
+  virtual bool hasFailedPeers() const { return false; }
+  // Called (on any thread) when a failure is queued for takeFailedPeers(),
+  // so that an idle engine takes it at once. Set before the first connect.
+  virtual void setFailureListener(std::function<void()> /*listener*/) {}
 };
 
 }  // namespace ucxcoll

@@ -191,9 +191,31 @@ UcxTransport::~UcxTransport() {
   // taken here, so that UCX does not warn about each at teardown.
   discard(0, 0);
   closeEndpoints();
+  discard(0, 0);  // and those that arrived while the endpoints closed
 }
 
-PeerHandle UcxTransport::connect(const std::vector<uint8_t>& peerAddress) {
+// UCX's error handler for endpoints to other hosts: the connection broke
+// (the peer's process or host is gone). Queued for the driver.
+void endpointFailed(void* transport, ucp_ep_h endpoint, ucs_status_t status) {
+  auto& self = *static_cast<UcxTransport*>(transport);
+  {
+    std::lock_guard<std::mutex> lock(self.deferredMutex_);
+    self.failedPeers_.push_back(PeerFailure{endpoint, ucs_status_string(status)});
+    self.hasFailedPeers_.store(true, std::memory_order_release);
+  }
+  self.interrupt();
+  if (self.failureListener_) {
+    self.failureListener_();
+  }
+}
+
+std::vector<PeerFailure> UcxTransport::takeFailedPeers() {
+  std::lock_guard<std::mutex> lock(deferredMutex_);
+  hasFailedPeers_.store(false, std::memory_order_relaxed);
+  return std::exchange(failedPeers_, {});
+}
+
+PeerHandle UcxTransport::connect(const std::vector<uint8_t>& peerAddress, PeerLocation location) {
   InsideUcx inside;
   auto found = endpoints_.find(peerAddress);
   if (found != endpoints_.end()) {
@@ -202,8 +224,16 @@ PeerHandle UcxTransport::connect(const std::vector<uint8_t>& peerAddress) {
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   params.address = reinterpret_cast<const ucp_address_t*>(peerAddress.data());
-  // No UCP_ERR_HANDLING_MODE_PEER: it disables the shared-memory transports;
-  // dead peers are caught by deadlines instead.
+  // Peers on this host: no UCP_ERR_HANDLING_MODE_PEER, which would disable
+  // the shared-memory transports; the engine watches their processes
+  // instead (engine/peer_watch.hpp). Peers on other hosts are reached over
+  // the network, whose lanes do report a broken connection.
+  if (location == PeerLocation::OtherHost) {
+    params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &endpointFailed;
+    params.err_handler.arg = this;
+  }
   ucp_ep_h endpoint = nullptr;
   check(ucp_ep_create(worker_.get(), &params, &endpoint), "ucp_ep_create");
   endpoints_.emplace(peerAddress, endpoint);
@@ -295,12 +325,18 @@ void UcxTransport::closeEndpoints() {
   std::vector<void*> pending;
   for (auto& [address, endpoint] : endpoints_) {
     ucp_request_param_t param{};
+    if (deadEndpoints_.contains(endpoint)) {
+      // Nobody will acknowledge a flush: close at once, without asking.
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
     ucs_status_ptr_t request = ucp_ep_close_nbx(endpoint, &param);
     if (UCS_PTR_IS_PTR(request)) {
       pending.push_back(request);
     }
   }
   endpoints_.clear();
+  deadEndpoints_.clear();
   auto giveUp = std::chrono::steady_clock::now() + kEndpointCloseTimeout;
   while (!pending.empty() && std::chrono::steady_clock::now() < giveUp) {
     ucp_worker_progress(worker_.get());
@@ -339,6 +375,10 @@ void UcxTransport::waitForActivity(int timeoutMs) {
       [[maybe_unused]] auto read = ::read(interrupt_.get(), &count, sizeof(count));
     }
   }
+}
+
+void UcxTransport::peerGone(PeerHandle peer) {
+  deadEndpoints_.insert(static_cast<ucp_ep_h>(peer));
 }
 
 void UcxTransport::interrupt() {

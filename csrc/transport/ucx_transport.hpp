@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -54,7 +55,7 @@ class UcxTransport final : public Transport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   const std::vector<uint8_t>& address() const override { return address_; }
-  PeerHandle connect(const std::vector<uint8_t>& address) override;
+  PeerHandle connect(const std::vector<uint8_t>& address, PeerLocation location) override;
 
   void send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
             Transfer& transfer) override;
@@ -67,9 +68,14 @@ class UcxTransport final : public Transport {
   unsigned progress() override;
   void waitForActivity(int timeoutMs) override;
   void interrupt() override;
+  void peerGone(PeerHandle peer) override;
+  std::vector<PeerFailure> takeFailedPeers() override;
+  bool hasFailedPeers() const override { return hasFailedPeers_.load(std::memory_order_acquire); }
+  void setFailureListener(std::function<void()> listener) override { failureListener_ = std::move(listener); }
 
  private:
   friend void deferCompletion(Transfer& transfer, const TransferResult& result);
+  friend void endpointFailed(void* transport, ucp_ep_h endpoint, ucs_status_t status);
   void track(Transfer& transfer, ucs_status_ptr_t request, const char* what);
   void closeEndpoints();
   // Ends the transfers whose UCX callback ran on another thread.
@@ -82,9 +88,10 @@ class UcxTransport final : public Transport {
   UcpWorkerPtr worker_;
   std::vector<uint8_t> address_;
   std::map<std::vector<uint8_t>, ucp_ep_h> endpoints_;
-  FileDescriptor epoll_;      // watches the worker's fd and interrupt_
-  FileDescriptor interrupt_;  // eventfd written by interrupt()
-  int workerFd_ = -1;         // owned by UCX
+  std::set<ucp_ep_h> deadEndpoints_;  // their peer died: force-closed
+  FileDescriptor epoll_;              // watches the worker's fd and interrupt_
+  FileDescriptor interrupt_;          // eventfd written by interrupt()
+  int workerFd_ = -1;                 // owned by UCX
 
   // Completions reported on a thread other than the driver's (UCX's async
   // thread), ended by the driver's next progress(); guarded by
@@ -92,6 +99,11 @@ class UcxTransport final : public Transport {
   std::mutex deferredMutex_;
   std::vector<std::pair<Transfer*, TransferResult>> deferred_;
   std::atomic<bool> hasDeferred_{false};
+  // Endpoints UCX reported failed (its error handler may run on UCX's
+  // async thread); also guarded by deferredMutex_.
+  std::vector<PeerFailure> failedPeers_;
+  std::atomic<bool> hasFailedPeers_{false};
+  std::function<void()> failureListener_;
 };
 
 }  // namespace ucxcoll

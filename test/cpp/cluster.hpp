@@ -86,8 +86,10 @@ class Cluster {
   Engine& engine(int rank) { return *engines_[static_cast<std::size_t>(rank)]; }
 
   // A group of `members` (cluster ranks, in group-rank order); element i of
-  // the result is group rank i's view.
-  std::vector<std::shared_ptr<Group>> makeGroup(const std::string& name, std::vector<int> members = {}) {
+  // the result is group rank i's view. `processes` (by group rank) are the
+  // processes the engines watch as the ranks' (none if empty).
+  std::vector<std::shared_ptr<Group>> makeGroup(const std::string& name, std::vector<int> members = {},
+                                                const std::vector<ProcessIdentity>& processes = {}) {
     if (members.empty()) {
       for (int r = 0; r < size(); ++r) {
         members.push_back(r);
@@ -103,7 +105,7 @@ class Cluster {
     for (std::size_t i = 0; i < members.size(); ++i) {
       views.push_back(engine(members[i])
                           .createGroup(name, static_cast<int>(i), static_cast<int>(members.size()), channels[i],
-                                       addresses, channels));
+                                       addresses, channels, processes));
     }
     groups_.insert(groups_.end(), views.begin(), views.end());
     return views;

@@ -28,6 +28,7 @@ TEST_CASE("an empty environment gives the defaults and no problem", "[config]") 
   CHECK(c.allreduceAlgorithm == "auto");
   CHECK(c.exitGraceMilliseconds == 2000);
   CHECK(c.sharedMemory);
+  CHECK_FALSE(c.peersOnOtherHosts);
   // An empty value counts as unset.
   CHECK(parse({{"UCXCOLL_SPIN_US", ""}}).problems.empty());
 }
@@ -40,7 +41,8 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
                     {"UCXCOLL_ALLREDUCE_ALGO", "direct"},
                     {"UCXCOLL_BCAST_ALGO", "binomial"},
                     {"UCXCOLL_EXIT_GRACE_MS", "0"},
-                    {"UCXCOLL_SHARED_MEMORY", "0"}});
+                    {"UCXCOLL_SHARED_MEMORY", "0"},
+                    {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "1"}});
   CHECK(c.problems.empty());
   CHECK(c.logLevel == LogLevel::Debug);
   CHECK(c.spinMicroseconds == 1000000);
@@ -50,6 +52,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
   CHECK(c.allreduceAlgorithm == "direct");
   CHECK(c.exitGraceMilliseconds == 0);
   CHECK_FALSE(c.sharedMemory);
+  CHECK(c.peersOnOtherHosts);
 }
 
 TEST_CASE("each bad value is named with what the variable takes, and keeps the default", "[config]") {
@@ -72,6 +75,7 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
       {"UCXCOLL_EXIT_GRACE_MS", "2s", "UCXCOLL_EXIT_GRACE_MS=2s: expected an integer from 0 to 3600000 (milliseconds)"},
       {"UCXCOLL_SHARED_MEMORY", "yes", "UCXCOLL_SHARED_MEMORY=yes: expected an integer from 0 to 1"},
       {"UCXCOLL_SHARED_MEMORY", "2", "UCXCOLL_SHARED_MEMORY=2: expected an integer from 0 to 1"},
+      {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "on", "UCXCOLL_PEERS_ON_OTHER_HOSTS=on: expected an integer from 0 to 1"},
       {"UCXCOLL_LOG_LEVEL", "verbose", "UCXCOLL_LOG_LEVEL=verbose: expected one of error, warn, info, debug"},
       {"UCXCOLL_LOG_LEVEL", "WARN", "UCXCOLL_LOG_LEVEL=WARN: expected one of error, warn, info, debug"},
       {"UCXCOLL_ALLGATHER_ALGO", "tree", "UCXCOLL_ALLGATHER_ALGO=tree: expected one of auto, direct, ring"},

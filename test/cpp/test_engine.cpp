@@ -3,8 +3,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -12,6 +18,7 @@
 
 #include "cluster.hpp"
 #include "common/error.hpp"
+#include "engine/peer_watch.hpp"
 
 using namespace ucxcoll;
 using namespace ucxcoll::testing;
@@ -224,4 +231,115 @@ TEST_CASE("engine: channels are unique among live groups and reused only after r
   CHECK(engine.openChannel() == first);
   CHECK_THAT(messageOf<Error>([&] { engine.openChannel(); }),
              Catch::Matchers::Contains("process groups are alive in this process"));
+}
+
+namespace {
+
+// A child process that sleeps until killed; reaped by the destructor.
+class SleepingChild {
+ public:
+  SleepingChild() : pid_(fork()) {
+    if (pid_ == 0) {
+      for (;;) {
+        pause();  // async-signal-safe, as a child of a threaded process must be
+      }
+    }
+  }
+  ~SleepingChild() {
+    kill();
+    waitpid(pid_, nullptr, 0);
+  }
+  SleepingChild(const SleepingChild&) = delete;
+  SleepingChild& operator=(const SleepingChild&) = delete;
+  void kill() const { ::kill(pid_, SIGKILL); }
+  ProcessIdentity identity() const { return processIdentity(pid_); }
+
+ private:
+  pid_t pid_;
+};
+
+}  // namespace
+
+TEST_CASE("peer watch: reports a watched process's death once, refuses one already gone", "[engine][peers]") {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<ProcessIdentity> deaths;
+  PeerWatch watch([&](const ProcessIdentity& dead) {
+    std::lock_guard<std::mutex> lock(mutex);
+    deaths.push_back(dead);
+    changed.notify_all();
+  });
+  SleepingChild first;
+  SleepingChild second;
+  const ProcessIdentity firstId = first.identity();
+  REQUIRE(firstId.known());
+  REQUIRE(firstId.startTime != 0);
+  REQUIRE(watch.watch(firstId));
+  REQUIRE(watch.watch(firstId));  // twice: still one entry
+  REQUIRE(watch.watch(second.identity()));
+  CHECK(watch.watchedCount() == 2);
+
+  first.kill();
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    REQUIRE(changed.wait_for(lock, 10s, [&] { return !deaths.empty(); }));
+  }
+  std::this_thread::sleep_for(50ms);  // a second report would come now
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    CHECK(deaths == std::vector<ProcessIdentity>{firstId});
+  }
+  CHECK(watch.watchedCount() == 1);
+  CHECK_FALSE(processAlive(firstId));
+  CHECK(processAlive(second.identity()));
+  // Gone already, or a pid whose start time is not the one we were told
+  // (a reused pid): not watched.
+  CHECK_FALSE(watch.watch(firstId));
+  ProcessIdentity reused = second.identity();
+  reused.startTime += 1;
+  CHECK_FALSE(watch.watch(reused));
+  CHECK(watch.watchedCount() == 1);
+}
+
+TEST_CASE("engine: a watched peer's death fails the group's pending and later operations, naming the rank",
+          "[engine][peers]") {
+  // Ranks 0 and 1 are engines of this process; rank 2 "is" a child process
+  // that never takes part, so the barrier waits for it until it is killed.
+  SleepingChild rank2;
+  Cluster cluster(3, Wire::Loopback);
+  const std::vector<ProcessIdentity> processes{thisProcess(), thisProcess(), rank2.identity()};
+  auto group = cluster.makeGroup("g", {0, 1, 2}, processes);
+  auto other = cluster.makeGroup("h", {0, 1});  // no watched process: unaffected
+  std::vector<Submitted> barriers;
+  for (int rank : {0, 1}) {
+    barriers.push_back(submitCollective(cluster.engine(rank), group[rank], "barrier", barrierBody));
+  }
+  rank2.kill();
+  for (int rank : {0, 1}) {
+    INFO("rank " << rank);
+    // The deadline is 120 s: only the watch ends it sooner.
+    REQUIRE_THROWS_MATCHES(
+        barriers[rank].wait(), PeerGoneError,
+        Catch::Matchers::Message("barrier #0 on group \"g\" (rank " + std::to_string(rank) +
+                                 " of 3, timeout 120000 ms) failed: rank 2 (pid " + std::to_string(processes[2].pid) +
+                                 ") of group \"g\" died (its process on this host exited)"));
+    auto later = submitCollective(cluster.engine(rank), group[rank], "barrier", barrierBody);
+    REQUIRE_THROWS_WITH(later.wait(), Catch::Matchers::Contains("this process group failed earlier: rank 2 (pid"));
+  }
+  CHECK(runRanks(2, [&](int rank) {
+          submitCollective(cluster.engine(rank), other[rank], "barrier", barrierBody).wait();
+        }).empty());
+}
+
+TEST_CASE("engine: a group whose peer is already dead is not set up", "[engine][peers]") {
+  ProcessIdentity dead;
+  {
+    SleepingChild child;
+    dead = child.identity();
+  }
+  Cluster cluster(2, Wire::Loopback);
+  REQUIRE_THROWS_MATCHES(cluster.makeGroup("g", {0, 1}, {thisProcess(), dead}), PeerGoneError,
+                         Catch::Matchers::Message("rank 1 (pid " + std::to_string(dead.pid) +
+                                                  ") died before the group was set up (its process on this host "
+                                                  "exited)"));
 }

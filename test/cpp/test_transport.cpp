@@ -43,9 +43,9 @@ struct Pair {
       a = fabric->attach();
       b = fabric->attach();
     }
-    aToB = a->connect(b->address());
-    bToA = b->connect(a->address());
-    aToA = a->connect(a->address());
+    aToB = a->connect(b->address(), PeerLocation::ThisHost);
+    bToA = b->connect(a->address(), PeerLocation::ThisHost);
+    aToA = a->connect(a->address(), PeerLocation::ThisHost);
   }
 
   // Progress both until `done()` or a bound.
@@ -283,7 +283,7 @@ TEST_CASE("loopback: delays and reordering interleave senders but never reorder 
   for (int i = 0; i < kEach; ++i) {
     for (int s = 0; s < 4; ++s) {
       values[s * kEach + i] = s * 1000 + i;
-      PeerHandle peer = senders[s]->connect(receiver->address());
+      PeerHandle peer = senders[s]->connect(receiver->address(), PeerLocation::ThisHost);
       senders[s]->send(peer, tag::pointToPoint(1, 0, static_cast<uint32_t>(s)), &values[s * kEach + i], sizeof(int),
                        SendMode::Standard, sends[s * kEach + i]);
     }

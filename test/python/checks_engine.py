@@ -171,6 +171,7 @@ def threads_other_than_future_completers() -> int:
         except FileNotFoundError:  # the thread ended meanwhile
             pass
     assert names.count("ucxcoll-engine") == 1, names
+    assert names.count("ucxcoll-peers") <= 1, names  # the one watch over peer processes
     assert names.count("ucxcoll-future") <= 8, names
     return sum(1 for name in names if name != "ucxcoll-future")
 

@@ -9,7 +9,10 @@ rank_checks.py, this never imports ucxcoll.
 import json
 import os
 import resource
+import signal
+import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 
@@ -157,15 +160,16 @@ def exit_during_future_callback(rank: int, world: int, port: int, workdir: str) 
 
 
 def exit_with_pending_collective(rank: int, world: int, port: int, workdir: str) -> None:
-    """Rank 1 dies; rank 0 then issues an async collective it never waits
-    for and exits. Its exit must not wait for the 60 s deadline."""
+    """Rank 0 issues an async collective that rank 1 (alive, but busy
+    elsewhere) never joins, and exits. Its exit must not wait for the 60 s
+    deadline."""
     init(rank, world, port, timeout_seconds=60)
     dist.all_reduce(torch.ones(4))
     if rank == 1:
-        report(died=True)
+        report(busy=True)
+        time.sleep(5)  # past rank 0's exit: alive, so its death ends nothing
         os._exit(0)
-    time.sleep(0.5)
-    dist.all_reduce(torch.ones(4), async_op=True)  # the peer is gone
+    dist.all_reduce(torch.ones(4), async_op=True)  # rank 1 never joins
     report(exiting=True)
     sys.exit(0)
 
@@ -229,7 +233,72 @@ def cpu_only(rank: int, world: int, port: int, workdir: str) -> None:
     report(cuda_initialized=torch.cuda.is_initialized(), nccl_made=nccl_made)
 
 
-SCENARIOS = {"cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+def peer_killed(rank: int, world: int, port: int, workdir: str) -> None:
+    """The last rank is SIGKILLed at PHASE (environment UCXCOLL_TEST_PHASE):
+    setup (it dies as soon as its group exists, while the others may still
+    connect), idle (between collectives), small / large (in the middle of a
+    stream of 16 B / 16 MiB all_reduces), recv (rank 0 waits in a recv from
+    it) or send (rank 0 sends it 16 MiB it never takes). The group timeout is
+    60 s; the survivors report the errors they got and destroy the group.
+
+    The killed rank runs in a child process of the harness's rank process,
+    which reports the child's exit status: the harness wants every rank it
+    starts to exit with 0."""
+    phase = os.environ["UCXCOLL_TEST_PHASE"]
+    if rank == world - 1:
+        child = subprocess.run([sys.executable, __file__, "peer_killed_victim", str(rank), str(world), str(port), workdir])
+        report(victim_status=child.returncode)
+        return
+    errors = []
+    try:
+        init(rank, world, port, timeout_seconds=60)
+        dist.all_reduce(torch.ones(4))
+    except dist.DistBackendError as error:
+        errors.append(str(error))  # setup: the victim may die before these
+    if not errors:
+        if phase == "idle":
+            time.sleep(1.0)
+        try:
+            if phase == "recv" and rank == 0:
+                dist.recv(torch.empty(4), src=world - 1)
+            elif phase == "send" and rank == 0:
+                dist.send(torch.ones(4 << 20), dst=world - 1)
+            else:
+                elements = 4 << 20 if phase == "large" else 4
+                for _ in range(1000000):
+                    dist.all_reduce(torch.ones(elements))
+        except dist.DistBackendError as error:
+            errors.append(str(error))
+        try:
+            dist.all_reduce(torch.ones(4))  # the group is done for: at once
+        except dist.DistBackendError as error:
+            errors.append(str(error))
+    try:
+        dist.destroy_process_group()
+    except AssertionError:
+        pass  # init itself failed: there is no group to destroy
+    report(errors=errors)
+
+
+def peer_killed_victim(rank: int, world: int, port: int, workdir: str) -> None:
+    phase = os.environ["UCXCOLL_TEST_PHASE"]
+    init(rank, world, port, timeout_seconds=60)
+    if phase == "setup":
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.all_reduce(torch.ones(4))
+    if phase == "idle":
+        os.kill(os.getpid(), signal.SIGKILL)
+    # Killed from another thread while the main thread is in whatever the
+    # phase has it do.
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    if phase in ("small", "large"):
+        elements = 4 << 20 if phase == "large" else 4
+        while True:
+            dist.all_reduce(torch.ones(elements))
+    time.sleep(60)
+
+
+SCENARIOS = {"peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
