@@ -277,7 +277,12 @@ def peer_killed(rank: int, world: int, port: int, workdir: str) -> None:
         dist.destroy_process_group()
     except AssertionError:
         pass  # init itself failed: there is no group to destroy
-    report(errors=errors)
+    # Recovery in the same process: the survivors make a new group.
+    dist.init_process_group("ucxcoll", init_method=f"tcp://127.0.0.1:{port + 1}", rank=rank, world_size=world - 1)
+    tensor = torch.ones(4)
+    dist.all_reduce(tensor)
+    dist.destroy_process_group()
+    report(errors=errors, value_after_recovery=tensor[0].item())
 
 
 def peer_killed_victim(rank: int, world: int, port: int, workdir: str) -> None:
@@ -298,7 +303,26 @@ def peer_killed_victim(rank: int, world: int, port: int, workdir: str) -> None:
     time.sleep(60)
 
 
-SCENARIOS = {"peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+def debug_detail(rank: int, world: int, port: int, workdir: str) -> None:
+    """Under TORCH_DISTRIBUTED_DEBUG=DETAIL torch wraps the backend in its
+    collective checker: matching collectives still work (and are checked),
+    and ranks that pass different shapes get torch's own mismatch error
+    before ucxcoll sees the call."""
+    init(rank, world, port, timeout_seconds=30)
+    tensor = torch.full((5,), float(rank + 1))
+    dist.all_reduce(tensor)
+    gathered = [torch.empty(2) for _ in range(world)]
+    dist.all_gather(gathered, torch.full((2,), float(rank)))
+    wrapped = type(dist.group.WORLD._get_backend(torch.device("cpu"))).__name__
+    try:
+        dist.all_reduce(torch.ones(8 + rank))
+        mismatch = None
+    except RuntimeError as error:
+        mismatch = str(error)
+    report(sum=tensor[0].item(), gathered=[t[0].item() for t in gathered], backend_class=wrapped, mismatch=mismatch)
+
+
+SCENARIOS = {"debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

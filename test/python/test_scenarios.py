@@ -204,6 +204,35 @@ def test_a_killed_peer_is_named_in_an_error_long_before_the_deadline(phase, loca
             assert len(errors) == 2 and "failed earlier: rank 2" in errors[1], f"rank {rank}: {errors}"
         # The death was reported as an exception: UCX has nothing to add.
         assert "UCX  ERROR" not in outputs[rank] and "UCX  WARN" not in outputs[rank], outputs[rank]
+        # destroy_process_group + init_process_group in the same process.
+        assert reports[rank]["value_after_recovery"] == 2.0, reports[rank]
+
+
+def test_torchrun_restarts_the_job_after_a_rank_is_killed():
+    # torch's default timeout (30 min) applies: rank 0 must find the dead
+    # rank by itself for torchrun to restart the workers within the bound.
+    result = subprocess.run(
+        [*TORCHRUN, "--nproc-per-node", "2", "--max-restarts", "1", "--monitor-interval", "0.2",
+         str(REPO / "test" / "python" / "elastic_restart.py")],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert re.search(r'attempt 0 rank 0 raised: ucxcoll: all_reduce #\d+ on group "0" \(rank 0 of 2, timeout 1800000 ms\) '
+                     r'failed: rank 1 \(pid \d+\) of group "0" died \(its process on this host exited\)', output), output[-4000:]
+    for rank in (0, 1):
+        assert f"attempt 1 rank {rank}: all_reduce gave 2.0" in output, output[-4000:]
+
+
+def test_torch_distributed_debug_detail_wraps_ucxcoll_and_catches_shape_mismatches():
+    reports = run_scenario("debug_detail", world=2, timeout=120, TORCH_DISTRIBUTED_DEBUG="DETAIL")
+    for rank, report in enumerate(reports):
+        assert report["sum"] == 3.0 and report["gathered"] == [0.0, 1.0], report
+        assert report["backend_class"] == "_ProcessGroupWrapper", report
+        other = 1 - rank
+        assert report["mismatch"] is not None and "Detected mismatch between collectives on ranks" in report["mismatch"]
+        assert f"Rank {rank} is running collective: CollectiveFingerPrint(SequenceNumber=" in report["mismatch"]
+        assert "TensorShape=[%d]" % (8 + rank) in report["mismatch"] and "TensorShape=[%d]" % (8 + other) in report["mismatch"]
 
 
 def test_exit_without_destroy_process_group_is_clean():
