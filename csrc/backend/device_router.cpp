@@ -458,6 +458,22 @@ void DeviceRouter::abort() {
   cpu_->abort();
 }
 
+#ifdef C10D_BACKEND_HAS_HOOKS
+void DeviceRouter::registerAbortHook(int64_t hookId, c10d::AbortHook hook) {
+  if (auto gpu = gpuBackendIfCreated(); gpu && gpu->supportsAbortHooks()) {
+    gpu->registerAbortHook(hookId, hook);
+  }
+  cpu_->registerAbortHook(hookId, std::move(hook));
+}
+
+void DeviceRouter::unregisterAbortHook(int64_t hookId) {
+  if (auto gpu = gpuBackendIfCreated(); gpu && gpu->supportsAbortHooks()) {
+    gpu->unregisterAbortHook(hookId);
+  }
+  cpu_->unregisterAbortHook(hookId);
+}
+#endif
+
 void DeviceRouter::shutdown() {
   if (auto gpu = gpuBackendIfCreated()) {
     gpu->shutdown();

@@ -153,6 +153,16 @@ class DeviceRouter : public c10d::Backend {
   void abort() override;
   void shutdown() override;
 
+#ifdef C10D_BACKEND_HAS_HOOKS
+  // Abort hooks: the UCX side's (see UcxBackend), and NCCL's too where the
+  // GPU backend exists already when the hook is registered.
+  bool supportsAbortHooks() const override {
+    return true;
+  }
+  void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
+  void unregisterAbortHook(int64_t hookId) override;
+#endif
+
   UcxBackend& cpuBackend() {
     return *cpu_;
   }

@@ -48,6 +48,11 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
     std::rethrow_exception(
         backendError(std::string("ucxcoll: cannot set up group \"") + groupName_ + "\": " + error.what()));
   }
+  // Hooks may be Python callables: run them on a future thread, never on
+  // the engine's driver (which must not wait for the GIL).
+  group_->setFailureListener([hooks = abortHooks_](const std::string& cause) {
+    FutureCompleter::instance().post([hooks, cause] { hooks->runOnce("the group failed: " + cause); });
+  });
   UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank << " of " << size);
 }
 
@@ -111,7 +116,47 @@ void UcxBackend::shutdown() {
   std::thread([engine = std::move(engine_)]() mutable { engine.reset(); }).detach();
 }
 
+void AbortHooks::add(int64_t id, std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(hooks_, [&](const auto& entry) { return entry.first == id; });
+  hooks_.emplace_back(id, std::move(hook));
+}
+
+void AbortHooks::remove(int64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(hooks_, [&](const auto& entry) { return entry.first == id; });
+}
+
+void AbortHooks::runOnce(const std::string& why) {
+  std::vector<std::pair<int64_t, std::function<void()>>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::exchange(ran_, true)) {
+      return;
+    }
+    hooks = std::move(hooks_);  // run once: then dropped
+  }
+  for (auto& [id, hook] : hooks) {
+    try {
+      hook();
+    } catch (const std::exception& error) {
+      UCXCOLL_WARN("abort hook " << id << " (run because " << why << ") raised: " << error.what());
+    }
+  }
+}
+
+#ifdef C10D_BACKEND_HAS_HOOKS
+void UcxBackend::registerAbortHook(int64_t hookId, c10d::AbortHook hook) {
+  abortHooks_->add(hookId, std::move(hook));
+}
+
+void UcxBackend::unregisterAbortHook(int64_t hookId) {
+  abortHooks_->remove(hookId);
+}
+#endif
+
 void UcxBackend::abort() {
+  abortHooks_->runOnce("the process group is being aborted");
   if (engine_) {
     engine_->abortGroup(group_, "the process group was aborted");
   }

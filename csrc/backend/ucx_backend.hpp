@@ -26,6 +26,22 @@
 
 namespace ucxcoll {
 
+// The abort hooks registered on a group; shared with the group's failure
+// listener, which may run after the backend is gone.
+class AbortHooks {
+ public:
+  void add(int64_t id, std::function<void()> hook);
+  void remove(int64_t id);
+  // Runs each hook once per group (later calls do nothing); a hook that
+  // throws is logged and the others still run.
+  void runOnce(const std::string& why);
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<int64_t, std::function<void()>>> hooks_;
+  bool ran_ = false;
+};
+
 class UcxBackend : public c10d::Backend {
  public:
   // `globalRanks`: the default group's ranks of this group's members (empty:
@@ -124,10 +140,25 @@ class UcxBackend : public c10d::Backend {
   // Finish the collectives already submitted, end pending point-to-point
   // transfers, then release this group's resources.
   void shutdown() override;
-  // Fail everything pending or queued at once, then shut down.
+  // Run the abort hooks, fail everything pending or queued at once, then
+  // shut down.
   void abort() override;
 
-  uint32_t channel() const { return group_->channel(); }
+#ifdef C10D_BACKEND_HAS_HOOKS
+  // Abort hooks run once per group, before the group gives up: when it
+  // first fails (a timeout, a dead peer, ranks that disagree; on one of
+  // ucxcoll's future threads, which may take the GIL) or in abort() (on the
+  // caller's thread).
+  bool supportsAbortHooks() const override {
+    return true;
+  }
+  void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
+  void unregisterAbortHook(int64_t hookId) override;
+#endif
+
+  uint32_t channel() const {
+    return group_->channel();
+  }
 
  private:
   // Run `body` as the group's next collective. A synchronous call
@@ -167,6 +198,7 @@ class UcxBackend : public c10d::Backend {
   std::shared_ptr<Engine> engine_;
   std::shared_ptr<Group> group_;
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();
+  std::shared_ptr<AbortHooks> abortHooks_ = std::make_shared<AbortHooks>();
 
   std::mutex submitMutex_;              // makes "take a sequence number, submit" atomic
   bool closed_ = false;                 // guarded by submitMutex_

@@ -19,11 +19,24 @@ std::string Group::failure() const {
 }
 
 void Group::setFailure(const std::string& cause) {
-  std::lock_guard<std::mutex> lock(failureMutex_);
-  if (failure_.empty()) {
+  std::function<void(const std::string&)> listener;
+  {
+    std::lock_guard<std::mutex> lock(failureMutex_);
+    if (!failure_.empty()) {
+      return;
+    }
     failure_ = cause;
     failed_.store(true, std::memory_order_release);
+    listener = std::move(failureListener_);
   }
+  if (listener) {
+    listener(cause);
+  }
+}
+
+void Group::setFailureListener(std::function<void(const std::string&)> listener) {
+  std::lock_guard<std::mutex> lock(failureMutex_);
+  failureListener_ = std::move(listener);
 }
 
 }  // namespace ucxcoll

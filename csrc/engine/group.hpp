@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -43,6 +44,9 @@ class Group {
   // Later collectives fail fast with it.
   std::string failure() const;
   void setFailure(const std::string& cause);  // keeps the first one
+  // Called once, with the cause, when the group first fails (on the thread
+  // that sets the failure, usually the engine's driver: it must not block).
+  void setFailureListener(std::function<void(const std::string&)> listener);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
 
   // The process behind each group rank where this process can watch it
@@ -65,6 +69,7 @@ class Group {
   mutable std::mutex failureMutex_;
   std::string failure_;
   std::atomic<bool> failed_{false};
+  std::function<void(const std::string&)> failureListener_;  // guarded by failureMutex_
 
   // Driver-only: collectives start one at a time, in issue order.
   std::deque<Operation*> waiting_;

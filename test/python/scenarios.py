@@ -322,7 +322,42 @@ def debug_detail(rank: int, world: int, port: int, workdir: str) -> None:
     report(sum=tensor[0].item(), gathered=[t[0].item() for t in gathered], backend_class=wrapped, mismatch=mismatch)
 
 
-SCENARIOS = {"debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+def abort_hooks(rank: int, world: int, port: int, workdir: str) -> None:
+    """Abort hooks (torch 2.15's register_abort_hook) run once when their
+    group fails (here: rank 0's all_reduce times out, rank 1 never joins)
+    and when it is aborted; an unregistered hook never runs."""
+    init(rank, world, port, timeout_seconds=1)
+    other = dist.new_group([0, 1])
+    store = dist.distributed_c10d._get_default_store()
+    if rank == 1:
+        store.wait(["rank0_done"], timedelta(seconds=60))
+        report(waited=True)
+        return
+    calls = []
+    world_group = dist.group.WORLD
+    world_group.register_abort_hook(1, lambda: calls.append("world hook"))
+    world_group.register_abort_hook(2, lambda: calls.append("unregistered hook"))
+    world_group.unregister_abort_hook(2)
+    other.register_abort_hook(3, lambda: calls.append("other hook"))
+    supported = world_group.supports_abort_hooks  # a property
+    errors = []
+    for _ in range(2):  # the second fails at once; the hook still runs once
+        try:
+            dist.all_reduce(torch.ones(4))
+        except dist.DistBackendError as error:
+            errors.append(str(error))
+    for _ in range(500):  # the hook runs on one of ucxcoll's threads
+        if calls:
+            break
+        time.sleep(0.01)
+    after_failure = list(calls)
+    other._get_backend(torch.device("cpu")).abort()
+    after_abort = list(calls)
+    store.set("rank0_done", "1")
+    report(supported=supported, after_failure=after_failure, after_abort=after_abort, errors=len(errors))
+
+
+SCENARIOS = {"abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from harness import REPO, free_port, run_reporting_ranks
 
@@ -233,6 +234,15 @@ def test_torch_distributed_debug_detail_wraps_ucxcoll_and_catches_shape_mismatch
         assert report["mismatch"] is not None and "Detected mismatch between collectives on ranks" in report["mismatch"]
         assert f"Rank {rank} is running collective: CollectiveFingerPrint(SequenceNumber=" in report["mismatch"]
         assert "TensorShape=[%d]" % (8 + rank) in report["mismatch"] and "TensorShape=[%d]" % (8 + other) in report["mismatch"]
+
+
+@pytest.mark.skipif(not hasattr(torch._C._distributed_c10d.Backend, "register_abort_hook"),
+                    reason="this torch has no abort hooks (added in torch 2.15)")
+def test_abort_hooks_run_once_when_the_group_fails_and_when_it_is_aborted():
+    reports = run_scenario("abort_hooks", world=2, timeout=120)
+    assert reports[1] == {"waited": True}
+    assert reports[0] == {"supported": True, "after_failure": ["world hook"],
+                          "after_abort": ["world hook", "other hook"], "errors": 2}
 
 
 def test_exit_without_destroy_process_group_is_clean():
