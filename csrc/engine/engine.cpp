@@ -623,9 +623,6 @@ void Engine::review(Operation& op) {
           transport_->cancel(request);
         }
       }
-      op.announceFailure(op.failure_);
-      // What was posted to or expected from a dead peer will not end: give
-      // the rest a short moment, then keep the operation as a zombie.
       bool peerGone = false;
       try {
         std::rethrow_exception(op.failure_);
@@ -633,6 +630,13 @@ void Engine::review(Operation& op) {
         peerGone = true;
       } catch (...) {
       }
+      // Every survivor learns of a dead peer by itself, and names it; a
+      // notice from this rank would only race with that and say less.
+      if (!peerGone) {
+        op.announceFailure(op.failure_);
+      }
+      // What was posted to or expected from a dead peer will not end: give
+      // the rest a short moment, then keep the operation as a zombie.
       op.drainUntil_ = Clock::now() + (stopRequested_.load() || peerGone ? kExitDrainBound : kDrainBound);
       if (op.outstanding_ > 0) {
         deadlines_.push({op.drainUntil_, op.serial_});
