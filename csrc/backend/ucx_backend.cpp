@@ -51,7 +51,7 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   // Hooks may be Python callables: run them on a future thread, never on
   // the engine's driver (which must not wait for the GIL).
   group_->setFailureListener([hooks = abortHooks_](const std::string& cause) {
-    FutureCompleter::instance().post([hooks, cause] { hooks->runOnce("the group failed: " + cause); });
+    FutureCompleter::instance().post([hooks, cause] { hooks->run("the group failed: " + cause); });
   });
   UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank << " of " << size);
 }
@@ -127,14 +127,11 @@ void AbortHooks::remove(int64_t id) {
   std::erase_if(hooks_, [&](const auto& entry) { return entry.first == id; });
 }
 
-void AbortHooks::runOnce(const std::string& why) {
+void AbortHooks::run(const std::string& why) {
   std::vector<std::pair<int64_t, std::function<void()>>> hooks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (std::exchange(ran_, true)) {
-      return;
-    }
-    hooks = std::move(hooks_);  // run once: then dropped
+    hooks = hooks_;
   }
   for (auto& [id, hook] : hooks) {
     try {
@@ -156,7 +153,7 @@ void UcxBackend::unregisterAbortHook(int64_t hookId) {
 #endif
 
 void UcxBackend::abort() {
-  abortHooks_->runOnce("the process group is being aborted");
+  abortHooks_->run("the process group is being aborted");
   if (engine_) {
     engine_->abortGroup(group_, "the process group was aborted");
   }

@@ -32,14 +32,16 @@ class AbortHooks {
  public:
   void add(int64_t id, std::function<void()> hook);
   void remove(int64_t id);
-  // Runs each hook once per group (later calls do nothing); a hook that
-  // throws is logged and the others still run.
-  void runOnce(const std::string& why);
+  // Runs every hook; one that throws is logged and the others still run.
+  // Not deduplicated here: torch's contract (Hooks.hpp) has hooks be
+  // idempotent and run wherever a failure is handled, since a thread that
+  // skipped a hook "already running" elsewhere could end the process in the
+  // middle of that hook's capture.
+  void run(const std::string& why);
 
  private:
   std::mutex mutex_;
   std::vector<std::pair<int64_t, std::function<void()>>> hooks_;
-  bool ran_ = false;
 };
 
 class UcxBackend : public c10d::Backend {
@@ -145,10 +147,10 @@ class UcxBackend : public c10d::Backend {
   void abort() override;
 
 #ifdef C10D_BACKEND_HAS_HOOKS
-  // Abort hooks run once per group, before the group gives up: when it
-  // first fails (a timeout, a dead peer, ranks that disagree; on one of
-  // ucxcoll's future threads, which may take the GIL) or in abort() (on the
-  // caller's thread).
+  // Abort hooks run before the group gives up: once when it first fails (a
+  // timeout, a dead peer, ranks that disagree; on one of ucxcoll's future
+  // threads, which may take the GIL), and in abort() (on the caller's
+  // thread).
   bool supportsAbortHooks() const override {
     return true;
   }
