@@ -472,6 +472,20 @@ void DeviceRouter::unregisterAbortHook(int64_t hookId) {
   }
   cpu_->unregisterAbortHook(hookId);
 }
+
+void DeviceRouter::registerCompletionHook(int64_t hookId, c10d::CompletionHook hook) {
+  if (auto gpu = gpuBackendIfCreated(); gpu && gpu->supportsCompletionHooks()) {
+    gpu->registerCompletionHook(hookId, hook);
+  }
+  cpu_->registerCompletionHook(hookId, std::move(hook));
+}
+
+void DeviceRouter::unregisterCompletionHook(int64_t hookId) {
+  if (auto gpu = gpuBackendIfCreated(); gpu && gpu->supportsCompletionHooks()) {
+    gpu->unregisterCompletionHook(hookId);
+  }
+  cpu_->unregisterCompletionHook(hookId);
+}
 #endif
 
 void DeviceRouter::shutdown() {

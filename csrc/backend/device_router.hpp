@@ -161,6 +161,13 @@ class DeviceRouter : public c10d::Backend {
   }
   void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
   void unregisterAbortHook(int64_t hookId) override;
+
+  // Completion hooks: likewise, where the GPU backend has them.
+  bool supportsCompletionHooks() const override {
+    return true;
+  }
+  void registerCompletionHook(int64_t hookId, c10d::CompletionHook hook) override;
+  void unregisterCompletionHook(int64_t hookId) override;
 #endif
 
   UcxBackend& cpuBackend() {

@@ -116,24 +116,8 @@ void UcxBackend::shutdown() {
   std::thread([engine = std::move(engine_)]() mutable { engine.reset(); }).detach();
 }
 
-void AbortHooks::add(int64_t id, std::function<void()> hook) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(hooks_, [&](const auto& entry) { return entry.first == id; });
-  hooks_.emplace_back(id, std::move(hook));
-}
-
-void AbortHooks::remove(int64_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(hooks_, [&](const auto& entry) { return entry.first == id; });
-}
-
 void AbortHooks::run(const std::string& why) {
-  std::vector<std::pair<int64_t, std::function<void()>>> hooks;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    hooks = hooks_;
-  }
-  for (auto& [id, hook] : hooks) {
+  for (auto& [id, hook] : snapshot()) {
     try {
       hook();
     } catch (const std::exception& error) {
@@ -149,6 +133,19 @@ void UcxBackend::registerAbortHook(int64_t hookId, c10d::AbortHook hook) {
 
 void UcxBackend::unregisterAbortHook(int64_t hookId) {
   abortHooks_->remove(hookId);
+}
+
+void UcxBackend::registerCompletionHook(int64_t hookId, c10d::CompletionHook hook) {
+  completionListeners_->add(hookId, [hook = std::move(hook)](uint64_t key, float durationMs) {
+    c10d::CompletionHookArgs args;
+    args.completionKey = key;
+    args.duration_ms = durationMs;
+    hook(args);
+  });
+}
+
+void UcxBackend::unregisterCompletionHook(int64_t hookId) {
+  completionListeners_->remove(hookId);
 }
 #endif
 
@@ -177,6 +174,7 @@ c10::intrusive_ptr<UcxWork> UcxBackend::makeWork(Operation& op, c10d::OpType opT
                                            (std::string("ucxcoll:") + opName).c_str(), std::move(result),
                                            std::move(resultType), sequence);
   op.onComplete = [work](std::exception_ptr error) { work->completeFuture(error); };
+  op.onSucceeded = [work, listeners = completionListeners_] { work->noteSucceeded(*listeners); };
   if (coalescing_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(coalescingMutex_);
     if (coalescing_.load(std::memory_order_relaxed)) {
@@ -223,7 +221,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::endCoalescing() {
   std::lock_guard<std::mutex> lock(coalescingMutex_);
   TORCH_CHECK(coalescing_.load(), "ucxcoll: endCoalescing() called without startCoalescing()");
   coalescing_.store(false, std::memory_order_release);
-  return c10::make_intrusive<CoalescedWork>(rank_, std::move(batch_));
+  return c10::make_intrusive<CoalescedWork>(rank_, std::move(batch_), completionListeners_);
 }
 
 }  // namespace ucxcoll

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/collective_helpers.hpp"
+#include "backend/hook_table.hpp"
 #include "backend/torch_compat.hpp"
 #include "backend/ucx_work.hpp"
 #include "collectives/collective.hpp"
@@ -28,20 +29,14 @@ namespace ucxcoll {
 
 // The abort hooks registered on a group; shared with the group's failure
 // listener, which may run after the backend is gone.
-class AbortHooks {
+class AbortHooks : public HookTable<std::function<void()>> {
  public:
-  void add(int64_t id, std::function<void()> hook);
-  void remove(int64_t id);
   // Runs every hook; one that throws is logged and the others still run.
   // Not deduplicated here: torch's contract (Hooks.hpp) has hooks be
   // idempotent and run wherever a failure is handled, since a thread that
   // skipped a hook "already running" elsewhere could end the process in the
   // middle of that hook's capture.
   void run(const std::string& why);
-
- private:
-  std::mutex mutex_;
-  std::vector<std::pair<int64_t, std::function<void()>>> hooks_;
 };
 
 class UcxBackend : public c10d::Backend {
@@ -156,6 +151,15 @@ class UcxBackend : public c10d::Backend {
   }
   void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
   void unregisterAbortHook(int64_t hookId) override;
+
+  // Completion hooks are told of every operation that succeeded, on the
+  // engine's driver before its waiters wake (see UcxWork); torch's flight
+  // recorder marks its entries "completed" with them.
+  bool supportsCompletionHooks() const override {
+    return true;
+  }
+  void registerCompletionHook(int64_t hookId, c10d::CompletionHook hook) override;
+  void unregisterCompletionHook(int64_t hookId) override;
 #endif
 
   uint32_t channel() const {
@@ -201,6 +205,7 @@ class UcxBackend : public c10d::Backend {
   std::shared_ptr<Group> group_;
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();
   std::shared_ptr<AbortHooks> abortHooks_ = std::make_shared<AbortHooks>();
+  std::shared_ptr<CompletionListeners> completionListeners_ = std::make_shared<CompletionListeners>();
 
   std::mutex submitMutex_;              // makes "take a sequence number, submit" atomic
   bool closed_ = false;                 // guarded by submitMutex_

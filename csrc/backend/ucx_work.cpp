@@ -4,9 +4,34 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 #include "backend/errors.hpp"
+#include "common/logging.hpp"
 
 namespace ucxcoll {
+
+uint64_t nextCompletionKey() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+
+void tell(const CompletionListeners& listeners, uint64_t key, float durationMs) {
+  if (listeners.empty()) {
+    return;
+  }
+  for (auto& [id, listener] : listeners.snapshot()) {
+    try {
+      listener(key, durationMs);
+    } catch (const std::exception& error) {
+      UCXCOLL_WARN("completion hook " << id << " raised: " << error.what());
+    }
+  }
+}
+
+}  // namespace
 
 UcxWork::UcxWork(std::weak_ptr<Engine> engine, std::shared_ptr<Completion> completion, int rank, c10d::OpType opType,
                  const char* profilingTitle, c10::IValue result, c10::TypePtr resultType, uint64_t sequence)
@@ -16,6 +41,19 @@ UcxWork::UcxWork(std::weak_ptr<Engine> engine, std::shared_ptr<Completion> compl
       result_(std::move(result)),
       future_(c10::make_intrusive<c10::ivalue::Future>(std::move(resultType))),
       sequence_(sequence) {}
+
+float UcxWork::getDuration() const {
+  float duration = durationMs_.load(std::memory_order_acquire);
+  TORCH_CHECK(duration >= 0, "ucxcoll: getDuration() is known only once operation #", sequence_,
+              " completed successfully");
+  return duration;
+}
+
+void UcxWork::noteSucceeded(const CompletionListeners& listeners) {
+  float duration = std::chrono::duration<float, std::milli>(Clock::now() - submitted_).count();
+  durationMs_.store(duration, std::memory_order_release);
+  tell(listeners, completionKey_, duration);
+}
 
 bool UcxWork::isSuccess() const {
   return completion_->done() && !completion_->error();
@@ -94,21 +132,23 @@ void UcxWork::completeFuture(std::exception_ptr error) {
   });
 }
 
-CoalescedWork::CoalescedWork(int rank, std::vector<c10::intrusive_ptr<UcxWork>> members)
+CoalescedWork::CoalescedWork(int rank, std::vector<c10::intrusive_ptr<UcxWork>> members,
+                             std::shared_ptr<CompletionListeners> listeners)
     : c10d::Work(rank, c10d::OpType::COALESCED, "ucxcoll:coalesced"),
       members_(std::move(members)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
   if (members_.empty()) {
+    tell(*listeners, completionKey_, 0.0f);
     future_->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
     return;
   }
   // Completes once the last member's Future has; carries the members'
-  // tensors, or the first error.
+  // tensors, or the first error. Its duration is its slowest member's.
   auto remaining = std::make_shared<std::atomic<std::size_t>>(members_.size());
   auto future = future_;
   auto all = members_;
   for (auto& member : members_) {
-    member->getFuture()->addCallback([remaining, future, all](c10::ivalue::Future&) {
+    member->getFuture()->addCallback([remaining, future, all, listeners, key = completionKey_](c10::ivalue::Future&) {
       if (remaining->fetch_sub(1) != 1) {
         return;
       }
@@ -121,6 +161,10 @@ CoalescedWork::CoalescedWork(int rank, std::vector<c10::intrusive_ptr<UcxWork>> 
         for (auto& tensor : m->result())
           tensors.push_back(tensor);
       }
+      float slowest = 0.0f;
+      for (const auto& m : all)
+        slowest = std::max(slowest, m->getDuration());
+      tell(*listeners, key, slowest);
       future->markCompleted(c10::IValue(tensors));
     });
   }

@@ -6,6 +6,13 @@
 // once the operation completes the engine's callback completes the Future
 // with the output tensors (what DDP comm hooks read), or with the error.
 //
+// Once an operation succeeds, the completion listeners (torch's completion
+// hooks, registered on the backend; what torch's flight recorder marks
+// "completed" with) are told its completion key and duration, on the driver,
+// before any waiter wakes: a dump taken right after wait() returned shows it
+// completed. Failed operations are not reported (torch's contract: a failed
+// collective must keep reading as "not finished").
+//
 // CoalescedWork stands for the operations issued between startCoalescing()
 // and endCoalescing() (batch_isend_irecv): it completes when all of them
 // have.
@@ -16,14 +23,25 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "backend/hook_table.hpp"
+#include "backend/torch_compat.hpp"
 #include "engine/completion.hpp"
 #include "engine/engine.hpp"
 
 namespace ucxcoll {
+
+// Told (completion key, duration in ms) of every operation that succeeded.
+using CompletionListener = std::function<void(uint64_t, float)>;
+using CompletionListeners = HookTable<CompletionListener>;
+
+// Keys that are never reused, for correlating a completion with its Work
+// after the Work may be gone (torch's Work::getCompletionKey contract).
+uint64_t nextCompletionKey();
 
 class UcxWork : public c10d::Work {
  public:
@@ -41,7 +59,15 @@ class UcxWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   uint64_t getSequencenumber() const override { return sequence_; }
   int sourceRank() const override;
+  // Milliseconds from submission to completion, once completed successfully.
+  float getDuration() const override;
+#ifdef C10D_BACKEND_HAS_HOOKS
+  uint64_t getCompletionKey() const override { return completionKey_; }
+#endif
 
+  // Called on the engine's driver once the operation succeeded, before its
+  // waiters wake.
+  void noteSucceeded(const CompletionListeners& listeners);
   // Called on the engine's driver once the operation completed.
   void completeFuture(std::exception_ptr error);
   void setSourceRank(int rank) { sourceRank_.store(rank, std::memory_order_release); }
@@ -55,6 +81,9 @@ class UcxWork : public c10d::Work {
   c10::IValue result_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   uint64_t sequence_;
+  uint64_t completionKey_ = nextCompletionKey();
+  Clock::time_point submitted_ = Clock::now();
+  std::atomic<float> durationMs_{-1.0f};  // set on success
   std::atomic<int> sourceRank_{-1};
   mutable std::mutex errorMutex_;
   mutable std::exception_ptr torchError_;  // the completion's error, converted once
@@ -62,7 +91,9 @@ class UcxWork : public c10d::Work {
 
 class CoalescedWork : public c10d::Work {
  public:
-  CoalescedWork(int rank, std::vector<c10::intrusive_ptr<UcxWork>> members);
+  // `listeners` are told once every member succeeded.
+  CoalescedWork(int rank, std::vector<c10::intrusive_ptr<UcxWork>> members,
+                std::shared_ptr<CompletionListeners> listeners);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -71,8 +102,12 @@ class CoalescedWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   void synchronize() override {}
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+#ifdef C10D_BACKEND_HAS_HOOKS
+  uint64_t getCompletionKey() const override { return completionKey_; }
+#endif
 
  private:
+  uint64_t completionKey_ = nextCompletionKey();
   std::vector<c10::intrusive_ptr<UcxWork>> members_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };

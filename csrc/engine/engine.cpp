@@ -696,6 +696,7 @@ void Engine::complete(Operation& op) {
   }
   std::exception_ptr error = op.failure_;
   auto callback = std::move(op.onComplete);
+  auto succeeded = std::move(op.onSucceeded);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!owned.empty()) {
@@ -709,6 +710,9 @@ void Engine::complete(Operation& op) {
     if (--active_ == 0) {
       idle_.notify_all();
     }
+  }
+  if (!error && succeeded) {
+    succeeded();
   }
   completion->set(error);
   // Next in line of the group, before running user code.

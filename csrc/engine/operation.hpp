@@ -100,6 +100,10 @@ class Operation {
   // completion() is set), with its error or null. Runs user code (a Work's
   // Future callbacks); it may submit new operations.
   std::function<void(std::exception_ptr)> onComplete;
+  // Called on the driver thread when the operation succeeded, before
+  // completion() is set: nothing has woken its waiters yet. Must be short
+  // and must not wait for anything (no GIL, no submitting).
+  std::function<void()> onSucceeded;
 
   // ---- For the body: messages by raw tag. `peer` is a group rank. --------
   Request& sendTagged(int peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode = SendMode::Standard);

@@ -356,8 +356,40 @@ def abort_hooks(rank: int, world: int, port: int, workdir: str) -> None:
     store.set("rank0_done", "1")
     report(supported=supported, after_failure=after_failure, after_abort=after_abort, errors=len(errors))
 
+def flight_recorder(rank: int, world: int, port: int, workdir: str) -> None:
+    """torch's flight recorder (attached to every group by torch 2.15) marks
+    what ucxcoll completed "completed" -- collectives, an async one, both
+    sides of a batch_isend_irecv -- and leaves a collective that timed out
+    "scheduled", the state that tells a hang from a finished op."""
+    import pickle
 
-SCENARIOS = {"abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+    init(rank, world, port, timeout_seconds=2)
+    store = dist.distributed_c10d._get_default_store()
+    tensor = torch.ones(4)
+    dist.all_reduce(tensor)
+    dist.broadcast(tensor, 0)
+    dist.all_reduce(tensor, async_op=True).wait()
+    peer = 1 - rank
+    ops = [dist.P2POp(dist.isend, torch.ones(3), peer), dist.P2POp(dist.irecv, torch.zeros(3), peer)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    dist.barrier()
+    failed = None
+    if rank == 0:
+        try:
+            dist.all_reduce(tensor)  # rank 1 does not join: times out
+        except dist.DistBackendError as error:
+            failed = "timed out" in str(error)
+        store.set("rank0_done", "1")
+    else:
+        store.wait(["rank0_done"], timedelta(seconds=60))
+    dump = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(True, False, False, backend="ucxcoll"))
+    entries = [[entry["profiling_name"], entry["state"], "duration_ms" in entry]
+               for entry in dump["entries"]]
+    report(supported=dist.group.WORLD.supports_completion_hooks, failed=failed, entries=entries)
+
+
+SCENARIOS = {"flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

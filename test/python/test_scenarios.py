@@ -250,6 +250,18 @@ def test_abort_hooks_run_once_when_the_group_fails_and_when_it_is_aborted():
                           "after_abort": ["world hook", "other hook"], "errors": 2}
 
 
+def test_flight_recorder_marks_completed_ops_completed_and_leaves_a_timed_out_one_scheduled():
+    reports = run_scenario("flight_recorder", world=2, timeout=120)
+    done = lambda name: [f"ucxcoll:{name}", "completed", True]
+    common = [done("all_reduce"), done("broadcast"), done("all_reduce")]
+    barrier = done("barrier")
+    assert reports[0] == {"supported": True, "failed": True,
+                          "entries": common + [done("send 0->1"), done("recv 0<-1"), barrier,
+                                               ["ucxcoll:all_reduce", "scheduled", False]]}
+    assert reports[1] == {"supported": True, "failed": None,
+                          "entries": common + [done("send 1->0"), done("recv 1<-0"), barrier]}
+
+
 def test_exit_without_destroy_process_group_is_clean():
     # run_scenario asserts exit code 0 for every rank (no crash, no hang).
     reports = run_scenario("exit_without_destroy", world=3, timeout=120)
