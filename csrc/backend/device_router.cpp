@@ -102,6 +102,9 @@ c10d::Backend& DeviceRouter::gpu() {
   GpuGroupSpec spec;
   {
     std::lock_guard<std::mutex> lock(gpuMutex_);
+    TORCH_CHECK_NOT_IMPLEMENTED(!reconfigured_,
+                                "ucxcoll: CUDA tensors on a group that was reconfigured (reconfigure()) are not "
+                                "supported; create a new process group for them");
     spec = spec_;
   }
   c10::intrusive_ptr<c10d::Backend> made = factory_(spec);
@@ -485,6 +488,23 @@ void DeviceRouter::unregisterCompletionHook(int64_t hookId) {
     gpu->unregisterCompletionHook(hookId);
   }
   cpu_->unregisterCompletionHook(hookId);
+}
+#endif
+
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+c10::intrusive_ptr<c10d::Work> DeviceRouter::reconfigure(const c10d::ReconfigureOptions& opts) {
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    TORCH_CHECK_NOT_IMPLEMENTED(gpu_ == nullptr,
+                                "ucxcoll: reconfigure() of a group that has run CUDA collectives (over NCCL) is not "
+                                "supported; reconfigure a group that serves CPU tensors only");
+  }
+  auto done = cpu_->reconfigure(opts);
+  std::lock_guard<std::mutex> lock(gpuMutex_);
+  reconfigured_ = true;  // from now on, no GPU backend for the old membership
+  rank_ = cpu_->getRank();
+  size_ = cpu_->getSize();
+  return done;
 }
 #endif
 

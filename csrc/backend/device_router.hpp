@@ -170,6 +170,18 @@ class DeviceRouter : public c10d::Backend {
   void unregisterCompletionHook(int64_t hookId) override;
 #endif
 
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  // The UCX side's (see UcxBackend); for groups without a GPU backend yet,
+  // and the group gets none afterwards.
+  bool supportsReconfigure() const override {
+    return true;
+  }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override {
+    return cpu_->get_reconfigure_handle();
+  }
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
+
   UcxBackend& cpuBackend() {
     return *cpu_;
   }
@@ -193,6 +205,7 @@ class DeviceRouter : public c10d::Backend {
   std::mutex creationMutex_;  // one creation at a time; held while the factory runs
   std::mutex gpuMutex_;       // guards spec_ and gpu_; never held while calling out
   GpuGroupSpec spec_;
+  bool reconfigured_ = false;  // guarded by gpuMutex_
   c10::intrusive_ptr<c10d::Backend> gpu_;  // set once, never reset
 
   std::mutex coalescingMutex_;

@@ -32,28 +32,38 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   }
   try {
     engine_ = Engine::acquire();
-    uint32_t channel = engine_->openChannel();
-    try {
-      GroupRendezvous peers = rendezvous(store, rank, size, engine_->address(), channel);
-      group_ = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels),
-                                    peers.processes, peers.onOtherHost);
-      engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
-    } catch (...) {
-      engine_->releaseChannel(channel);
-      throw;
-    }
+    group_ = setUpGroup(store, rank, size);
   } catch (const c10::Error&) {
     throw;  // e.g. the store timed out: torch's own error says it best
   } catch (const std::exception& error) {
     std::rethrow_exception(
         backendError(std::string("ucxcoll: cannot set up group \"") + groupName_ + "\": " + error.what()));
   }
+  store_ = store;
+  reconfigureHandle_ = newReconfigureHandle(
+      options_->global_ranks_in_group.empty() ? static_cast<uint64_t>(rank)
+                                              : options_->global_ranks_in_group[static_cast<std::size_t>(rank)]);
+  UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank << " of " << size);
+}
+
+std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
+  uint32_t channel = engine_->openChannel();
+  std::shared_ptr<Group> group;
+  try {
+    GroupRendezvous peers = rendezvous(store, rank, size, engine_->address(), channel);
+    group = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels),
+                                 peers.processes, peers.onOtherHost);
+    engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
+  } catch (...) {
+    engine_->releaseChannel(channel);
+    throw;
+  }
   // Hooks may be Python callables: run them on a future thread, never on
   // the engine's driver (which must not wait for the GIL).
-  group_->setFailureListener([hooks = abortHooks_](const std::string& cause) {
+  group->setFailureListener([hooks = abortHooks_](const std::string& cause) {
     FutureCompleter::instance().post([hooks, cause] { hooks->run("the group failed: " + cause); });
   });
-  UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank << " of " << size);
+  return group;
 }
 
 void UcxBackend::setTimeout(std::chrono::milliseconds timeout) {

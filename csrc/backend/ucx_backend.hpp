@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ class AbortHooks : public HookTable<std::function<void()>> {
   // middle of that hook's capture.
   void run(const std::string& why);
 };
+
+// A new member handle for reconfigure(), for the member with this rank in
+// the default group.
+std::string newReconfigureHandle(uint64_t globalRank);
 
 class UcxBackend : public c10d::Backend {
  public:
@@ -162,6 +167,21 @@ class UcxBackend : public c10d::Backend {
   void unregisterCompletionHook(int64_t hookId) override;
 #endif
 
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  // Continue on a new set of members (reconfigure.cpp): every member calls
+  // reconfigure() with the same uuid and handles (get_reconfigure_handle()
+  // of each; a list sets the new ranks by position, a set orders them by
+  // handle). The old group is aborted only once the new one is set up;
+  // nothing else may run on this group meanwhile.
+  bool supportsReconfigure() const override {
+    return true;
+  }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override {
+    return reconfigureHandle_;
+  }
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
+
   uint32_t channel() const {
     return group_->channel();
   }
@@ -195,6 +215,8 @@ class UcxBackend : public c10d::Backend {
                                                  at::Tensor gathered, CopyBacks copies,
                                                  const c10d::AllgatherOptions& opts, c10::IValue result,
                                                  c10::TypePtr resultType);
+  // Agree on a group with `size` ranks through `store` and connect to them.
+  std::shared_ptr<Group> setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size);
   // Refuse (fail fast) once the group failed or was shut down.
   void checkUsable(const char* opName);
 
@@ -203,6 +225,10 @@ class UcxBackend : public c10d::Backend {
   std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<Engine> engine_;
   std::shared_ptr<Group> group_;
+  c10::intrusive_ptr<c10d::Store> store_;  // the group's; reconfigure() sets up new groups through it
+  // "ucxcoll:<global rank>:<random>": names this member in reconfigure().
+  std::string reconfigureHandle_;
+  std::set<int64_t> reconfigureIds_;  // the uuids already used
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();
   std::shared_ptr<AbortHooks> abortHooks_ = std::make_shared<AbortHooks>();
   std::shared_ptr<CompletionListeners> completionListeners_ = std::make_shared<CompletionListeners>();

@@ -388,8 +388,67 @@ def flight_recorder(rank: int, world: int, port: int, workdir: str) -> None:
                for entry in dump["entries"]]
     report(supported=dist.group.WORLD.supports_completion_hooks, failed=failed, entries=entries)
 
+def reconfigure(rank: int, world: int, port: int, workdir: str) -> None:
+    """torch 2.15's reconfigure: the last rank is SIGKILLed; the survivors
+    get the error naming it, then reconfigure the group to themselves
+    (handles exchanged through the store) and go on with it. On the way:
+    every bad call raises on every rank that made it -- a foreign handle, a
+    list without the caller, a handle twice, ranks given different lists, a
+    dead member listed (times out after the 2 s asked for), a reused uuid --
+    and the group still works afterwards."""
+    if rank == world - 1:
+        child = subprocess.run([sys.executable, __file__, "reconfigure_victim", str(rank), str(world), str(port), workdir])
+        report(victim_status=child.returncode)
+        return
+    init(rank, world, port, timeout_seconds=60)
+    store = dist.distributed_c10d._get_default_store()
+    store.set(f"handle/{rank}", dist._get_reconfigure_handle())
+    dist.all_reduce(torch.ones(4))
+    handles = [store.get(f"handle/{r}").decode() for r in range(world)]
+    try:
+        for _ in range(1000000):
+            dist.all_reduce(torch.ones(4))
+        died = None
+    except dist.DistBackendError as error:
+        died = str(error)
+    survivors = handles[:-1]
+    outcomes = {}
 
-SCENARIOS = {"flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+    def attempt(name, **arguments):
+        try:
+            dist._reconfigure(**arguments).wait()
+            outcomes[name] = "ok"
+        except Exception as error:  # noqa: BLE001 -- the type is what is checked
+            outcomes[name] = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+
+    attempt("foreign", uuid=1, handles=survivors + ["gloo:0:-1:0:127.0.0.1:1"])
+    attempt("without_me", uuid=1, handles=[h for i, h in enumerate(survivors) if i != rank])
+    attempt("twice", uuid=1, handles=survivors + [survivors[0]])
+    attempt("disagree", uuid=2, handles=survivors if rank == 0 else survivors[::-1])
+    attempt("dead_listed", uuid=3, handles=handles, timeout=timedelta(seconds=2))
+    attempt("survivors", uuid=4, handles=survivors)
+    rank_size = [dist.get_rank(), dist.get_world_size()]
+    total = torch.full((1000,), float(rank + 1))
+    dist.all_reduce(total)
+    attempt("uuid_reused", uuid=4, handles=survivors)
+    attempt("as_a_set", uuid=5, handles=set(survivors))
+    gathered = [torch.empty(2) for _ in range(len(survivors))]
+    dist.all_gather(gathered, torch.full((2,), float(rank)))
+    report(supported=dist._supports_reconfigure(), died=died, outcomes=outcomes, rank_size=rank_size,
+           total=sorted(set(total.tolist())), gathered=[t.tolist() for t in gathered], handle=handles[rank],
+           handles=handles)
+
+
+def reconfigure_victim(rank: int, world: int, port: int, workdir: str) -> None:
+    init(rank, world, port, timeout_seconds=60)
+    dist.distributed_c10d._get_default_store().set(f"handle/{rank}", dist._get_reconfigure_handle())
+    dist.all_reduce(torch.ones(4))
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    while True:
+        dist.all_reduce(torch.ones(4))
+
+
+SCENARIOS = {"reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

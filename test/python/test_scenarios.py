@@ -262,6 +262,42 @@ def test_flight_recorder_marks_completed_ops_completed_and_leaves_a_timed_out_on
                           "entries": common + [done("send 1->0"), done("recv 1<-0"), barrier]}
 
 
+def test_survivors_of_a_killed_rank_reconfigure_the_group_and_go_on():
+    reports = run_scenario("reconfigure", world=3, timeout=180)
+    assert reports[2] == {"victim_status": -signal.SIGKILL}
+    handles = reports[0]["handles"]
+    assert reports[1]["handles"] == handles
+    assert [re.fullmatch(r"ucxcoll:(\d+):[0-9a-f]{16}", h).group(1) for h in handles] == ["0", "1", "2"]
+    for rank in (0, 1):
+        report = reports[rank]
+        me, other = handles[rank], handles[1 - rank]
+        assert report["supported"] is True
+        assert re.fullmatch(rf'ucxcoll: all_reduce #\d+ on group "0" \(rank {rank} of 3, timeout 60000 ms\) failed: '
+                            r'rank 2 \(pid \d+\) of group "0" died \(its process on this host exited\)',
+                            report["died"]), report["died"]
+        call = "ucxcoll: reconfigure(uuid=1): "
+        mine, theirs = (handles[:2], handles[1::-1]) if rank == 0 else (handles[1::-1], handles[:2])
+        assert report["outcomes"] == {
+            "foreign": f'ValueError: {call}handle 2 ("gloo:0:-1:0:127.0.0.1:1") is not a ucxcoll reconfigure handle '
+                       "(get_reconfigure_handle() of a ucxcoll group)",
+            "without_me": f'ValueError: {call}this member\'s handle "{me}" is not among the 1 handles given',
+            "twice": f'ValueError: {call}handle "{handles[0]}" is given twice (0 and 2)',
+            "disagree": f"DistBackendError: ucxcoll: reconfigure(uuid=2): member 1 ({other}) was given other handles "
+                        f"than this member: [{', '.join(theirs)}] where this member has [{', '.join(mine)}]",
+            "dead_listed": report["outcomes"]["dead_listed"],
+            "survivors": "ok",
+            "uuid_reused": "ValueError: ucxcoll: reconfigure(uuid=4): uuid 4 was used before on this group; "
+                           "pass a fresh one for every reconfiguration",
+            "as_a_set": "ok",
+        }
+        assert report["outcomes"]["dead_listed"].startswith(
+            f"DistBackendError: ucxcoll: reconfigure(uuid=3): member 2 ({handles[2]}) did not join within 2000 ms ("
+        ), report["outcomes"]["dead_listed"]
+        assert report["rank_size"] == [rank, 2]
+        assert report["total"] == [3.0]  # 1 + 2: the dead rank is not in the sum
+        assert report["gathered"] == [[0.0, 0.0], [1.0, 1.0]]
+
+
 def test_exit_without_destroy_process_group_is_clean():
     # run_scenario asserts exit code 0 for every rank (no crash, no hang).
     reports = run_scenario("exit_without_destroy", world=3, timeout=120)
