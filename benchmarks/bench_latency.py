@@ -1,6 +1,6 @@
 """Small-message latency: back-to-back 8 B all_reduce, and what of it is ours.
 
-    python benchmarks/bench_latency.py [--nproc 2] [--iterations 20000]
+    python benchmarks/bench_latency.py [--nproc 2] [--iterations 20000] [--audit]
 
 Each rank runs the same loop of synchronous 8-byte all_reduces, with no
 barrier in between (what a training loop's small collectives look like),
@@ -8,6 +8,10 @@ on ucxcoll and then on gloo, and rank 0 reports the median (p50) and p90 of
 the per-call times. The same loop on torch's "fake" backend (a process group
 that does nothing) measures what torch's own Python and dispatch layers
 cost per call; ucxcoll's own cost is its p50 minus that.
+
+--audit runs the ucxcoll loop once more with the audit log on
+(UCXCOLL_LOG_LEVEL=info: one line per operation, here written to a file)
+and reports what it adds per call.
 """
 
 import argparse
@@ -16,6 +20,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -57,7 +62,9 @@ def run_rank(args) -> None:
 
     dist.init_process_group("ucxcoll")  # env:// from the launcher
     rank = dist.get_rank()
-    groups = {"ucxcoll": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
+    groups = {"ucxcoll": dist.group.WORLD}
+    if not args.only_ucxcoll:
+        groups["gloo"] = dist.new_group(backend="gloo")
     results = {}
     for backend, group in groups.items():
         tensor = torch.ones(2)  # 8 bytes
@@ -67,31 +74,46 @@ def run_rank(args) -> None:
         results[backend] = (percentile(times, 0.5), percentile(times, 0.9), statistics.mean(times) * 1e6)
     if rank == 0:
         for backend, (p50, p90, mean) in results.items():
-            print(f"{backend:8s} 8 B all_reduce, {dist.get_world_size()} ranks: p50 {p50:7.2f} us  p90 {p90:7.2f} us  "
+            label = backend if not args.only_ucxcoll else "ucxcoll with audit log"
+            print(f"{label:8s} 8 B all_reduce, {dist.get_world_size()} ranks: p50 {p50:7.2f} us  p90 {p90:7.2f} us  "
                   f"mean {mean:7.2f} us", flush=True)
-        print(f"speedup (gloo p50 / ucxcoll p50): {results['gloo'][0] / results['ucxcoll'][0]:.1f}x", flush=True)
+        if "gloo" in results:
+            print(f"speedup (gloo p50 / ucxcoll p50): {results['gloo'][0] / results['ucxcoll'][0]:.1f}x", flush=True)
     dist.destroy_process_group()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nproc", type=int, default=2)
-    parser.add_argument("--iterations", type=int, default=20000)
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        run_rank(args)
-        return
+def launch(args, extra_env: dict, extra_args: list[str], stderr=None) -> int:
+    """Runs --nproc worker ranks; the highest exit code."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     procs = []
     for rank in range(args.nproc):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **extra_env)
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--iterations", str(args.iterations)]
-        procs.append(subprocess.Popen(command, env=env))
-    code = max(proc.wait() for proc in procs)
+        procs.append(subprocess.Popen(command + extra_args, env=env, stderr=stderr))
+    return max(proc.wait() for proc in procs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=20000)
+    parser.add_argument("--audit", action="store_true", help="also measure ucxcoll with the audit log on")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--only-ucxcoll", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        run_rank(args)
+        return
+    code = launch(args, {}, [])
+    if code == 0 and args.audit:
+        with tempfile.TemporaryFile() as log:
+            code = launch(args, {"UCXCOLL_LOG_LEVEL": "info"}, ["--only-ucxcoll"], stderr=log)
+            log.seek(0)
+            lines = sum(1 for line in log if b"] audit: " in line)
+        print(f"(audit log: {lines} lines written by {args.nproc} ranks)")
     if code == 0:
         fake = fake_backend_p50(args.iterations)
         print(f"fake     8 B all_reduce (torch's own per-call cost): p50 {fake:7.2f} us")

@@ -178,8 +178,30 @@ void UcxBackend::checkUsable(const char* opName) {
   }
 }
 
+namespace {
+
+// The bytes of an operation's output tensors (a list, or a list of lists).
+std::size_t outputBytes(const c10::IValue& result) {
+  std::size_t bytes = 0;
+  if (result.isTensorList()) {
+    for (const auto& tensor : result.toTensorVector())
+      bytes += tensor.nbytes();
+  } else if (result.isList()) {
+    for (const auto& inner : result.toListRef())
+      bytes += outputBytes(inner);
+  } else if (result.isTensor()) {
+    bytes += result.toTensor().nbytes();
+  }
+  return bytes;
+}
+
+}  // namespace
+
 c10::intrusive_ptr<UcxWork> UcxBackend::makeWork(Operation& op, c10d::OpType opType, const char* opName,
                                                  c10::IValue result, c10::TypePtr resultType, uint64_t sequence) {
+  if (logLevel() >= LogLevel::Info) {
+    op.payloadBytes = outputBytes(result);  // for the audit log
+  }
   auto work = c10::make_intrusive<UcxWork>(engine_, op.sharedCompletion(), rank_, opType,
                                            (std::string("ucxcoll:") + opName).c_str(), std::move(result),
                                            std::move(resultType), sequence);

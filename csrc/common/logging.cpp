@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
-#include <iostream>
-#include <mutex>
+#include <cerrno>
+#include <string>
 
 #include "common/config.hpp"
 
@@ -14,10 +14,22 @@ LogLevel logLevel() {
 }
 
 void logMessage(LogLevel level, const std::string& message) {
-  static std::mutex mutex;
   static const char* names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
-  std::lock_guard<std::mutex> lock(mutex);
-  std::cerr << "[ucxcoll " << names[static_cast<int>(level)] << " pid " << getpid() << "] " << message << std::endl;
+  // One write per line: the ranks of a job usually share one stderr, and
+  // a line written in pieces interleaves with theirs.
+  std::string line = std::string("[ucxcoll ") + names[static_cast<int>(level)] + " pid " + std::to_string(getpid()) +
+                     "] " + message + "\n";
+  std::size_t written = 0;
+  while (written < line.size()) {
+    ssize_t n = ::write(STDERR_FILENO, line.data() + written, line.size() - written);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return;  // stderr is closed or broken: nowhere to log
+    }
+    written += static_cast<std::size_t>(n);
+  }
 }
 
 }  // namespace ucxcoll

@@ -297,6 +297,7 @@ Engine::Lease Engine::submit(std::unique_ptr<Operation> operation, bool lead) {
       return Lease();
     }
     op.serial_ = nextSerial_++;
+    op.submittedAt_ = Clock::now();
     submitted_.push_back(std::move(operation));
     ++active_;
     hasSubmissions_.store(true, std::memory_order_seq_cst);
@@ -697,6 +698,11 @@ void Engine::complete(Operation& op) {
   std::exception_ptr error = op.failure_;
   auto callback = std::move(op.onComplete);
   auto succeeded = std::move(op.onSucceeded);
+  // The audit log: operations someone submitted and waits for (those with a
+  // callback), not the engine's own (closing a group).
+  if (callback && logLevel() >= LogLevel::Info) {
+    logMessage(LogLevel::Info, op.auditLine(error));
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!owned.empty()) {

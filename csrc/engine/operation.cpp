@@ -1,7 +1,11 @@
 #include "engine/operation.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <set>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
@@ -103,6 +107,47 @@ std::vector<int> Operation::peersAwaited() const {
     }
   }
   return peers;
+}
+
+std::string Operation::auditLine(const std::exception_ptr& error) const {
+  std::set<int> peers;
+  for (const auto& request : requests_) {
+    if (request.peer() >= 0) {
+      peers.insert(request.peer());
+    }
+  }
+  std::ostringstream line;
+  line << "audit: " << name() << ": " << payloadBytes << " B, ";
+  if (peers.empty()) {
+    line << "no messages";
+  } else {
+    line << "peers";
+    for (int peer : peers) {
+      line << (peer == *peers.begin() ? " " : ",") << peer;
+    }
+  }
+  line << ", " << std::fixed << std::setprecision(3)
+       << std::chrono::duration<double, std::milli>(Clock::now() - submittedAt_).count() << " ms, ";
+  if (!error) {
+    line << "ok";
+  } else {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& failure) {
+      // Errors usually start with the name again.
+      std::string_view why = failure.what();
+      for (const std::string& repeated : {name() + " failed: ", name() + ": "}) {
+        if (why.starts_with(repeated)) {
+          why.remove_prefix(repeated.size());
+          break;
+        }
+      }
+      line << "failed: " << why;
+    } catch (...) {
+      line << "failed";
+    }
+  }
+  return line.str();
 }
 
 std::string Operation::peerName(const Request& request) const {

@@ -105,6 +105,10 @@ class Operation {
   // and must not wait for anything (no GIL, no submitting).
   std::function<void()> onSucceeded;
 
+  // The size the audit log (UCXCOLL_LOG_LEVEL=info) reports: the
+  // operation's output tensors' bytes, set by whoever submits it.
+  std::size_t payloadBytes = 0;
+
   // ---- For the body: messages by raw tag. `peer` is a group rank. --------
   Request& sendTagged(int peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode = SendMode::Standard);
   Request& recvTagged(int peer, uint64_t tag, uint64_t mask, void* data, std::size_t bytes);
@@ -150,6 +154,9 @@ class Operation {
   // Record the first failure; the engine takes it from there.
   void fail(std::exception_ptr error);
   std::string describeMissingPeers() const;
+  // The audit log's line for the completed operation: name, size, the peers
+  // it exchanged messages with, time since submission, outcome.
+  std::string auditLine(const std::exception_ptr& error) const;
   // The ranks a receive of this operation still waits for, ascending.
   std::vector<int> silentPeers() const;
 
@@ -162,6 +169,7 @@ class Operation {
   // Driver-only state, managed by the Engine.
   Engine* engine_ = nullptr;
   uint64_t serial_ = 0;
+  Clock::time_point submittedAt_{};
   Task task_;
   std::deque<Request> requests_;  // stable addresses
   std::size_t outstanding_ = 0;

@@ -447,8 +447,27 @@ def reconfigure_victim(rank: int, world: int, port: int, workdir: str) -> None:
     while True:
         dist.all_reduce(torch.ones(4))
 
+def audit_log(rank: int, world: int, port: int, workdir: str) -> None:
+    """UCXCOLL_LOG_LEVEL=info (set by the test) writes one audit line per
+    operation; the test reads them from each rank's output. Ends with an
+    all_reduce whose sizes the ranks disagree on: a failed line on both."""
+    init(rank, world, port, timeout_seconds=30)
+    dist.all_reduce(torch.ones(1024))
+    gathered = [torch.empty(4) for _ in range(world)]
+    dist.all_gather(gathered, torch.ones(4))
+    if rank == 0:
+        dist.send(torch.ones(8, dtype=torch.float64), 1)
+    else:
+        dist.recv(torch.empty(8, dtype=torch.float64), 0)
+    try:
+        dist.all_reduce(torch.ones(4 + rank))
+        mismatch = None
+    except dist.DistBackendError as error:
+        mismatch = str(error)
+    report(mismatch=mismatch)
 
-SCENARIOS = {"reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+
+SCENARIOS = {"audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

@@ -298,6 +298,26 @@ def test_survivors_of_a_killed_rank_reconfigure_the_group_and_go_on():
         assert report["gathered"] == [[0.0, 0.0], [1.0, 1.0]]
 
 
+def test_audit_log_writes_one_line_per_operation_with_size_peers_duration_and_outcome():
+    outputs = []
+    reports = run_scenario("audit_log", world=2, timeout=120, outputs=outputs, UCXCOLL_LOG_LEVEL="info")
+    for rank, output in enumerate(outputs):
+        lines = [line.split("] audit: ", 1)[1] for line in output.splitlines() if "] audit: " in line]
+        where = f'on group "0" \\(rank {rank} of 2, timeout 30000 ms\\)'
+        p2p = "send #0 to rank 1" if rank == 0 else "recv #0 from rank 0"
+        expected = [
+            rf"all_reduce #0 {where}: 4096 B, peers {1 - rank}, \d+\.\d{{3}} ms, ok",
+            rf"all_gather #1 {where}: 32 B, peers {1 - rank}, \d+\.\d{{3}} ms, ok",
+            rf"{p2p} \(tag 0\) {where}: 64 B, peers {1 - rank}, \d+\.\d{{3}} ms, ok",
+            rf"all_reduce #2 {where}: {16 + 4 * rank} B, peers {1 - rank}, \d+\.\d{{3}} ms, failed: rank {1 - rank} "
+            r".*\(ranks disagree about the tensor sizes\)",
+        ]
+        assert len(lines) == len(expected), output
+        for line, pattern in zip(lines, expected):
+            assert re.fullmatch(pattern, line), (line, pattern)
+        assert "ranks disagree about the tensor sizes" in reports[rank]["mismatch"]
+
+
 def test_exit_without_destroy_process_group_is_clean():
     # run_scenario asserts exit code 0 for every rank (no crash, no hang).
     reports = run_scenario("exit_without_destroy", world=3, timeout=120)
