@@ -205,7 +205,7 @@ class DeviceRouter : public c10d::Backend {
   std::mutex creationMutex_;  // one creation at a time; held while the factory runs
   std::mutex gpuMutex_;       // guards spec_ and gpu_; never held while calling out
   GpuGroupSpec spec_;
-  bool reconfigured_ = false;  // guarded by gpuMutex_
+  bool reconfigured_ = false;              // guarded by gpuMutex_
   c10::intrusive_ptr<c10d::Backend> gpu_;  // set once, never reset
 
   std::mutex coalescingMutex_;

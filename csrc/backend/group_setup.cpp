@@ -1,7 +1,10 @@
 #include "backend/group_setup.hpp"
 
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -103,6 +106,24 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
     result.addresses.emplace_back(value.begin() + static_cast<long>(at), value.end());
   }
   return result;
+}
+
+JobLocation jobLocation(const c10::intrusive_ptr<c10d::Store>& store) {
+  JobLocation where;
+  c10::intrusive_ptr<c10d::Store> base = store;
+  if (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(base.get())) {
+    base = prefixed->getUnderlyingNonPrefixStore();
+  }
+  if (auto* tcp = dynamic_cast<c10d::TCPStore*>(base.get())) {
+    where.storeHost = tcp->getHost();
+  } else if (const char* master = std::getenv("MASTER_ADDR")) {
+    where.storeHost = master;
+  }
+  const char* localWorld = std::getenv("LOCAL_WORLD_SIZE");
+  const char* world = std::getenv("WORLD_SIZE");
+  where.allRanksOnThisHost =
+      localWorld != nullptr && world != nullptr && *world != '\0' && std::strcmp(localWorld, world) == 0;
+  return where;
 }
 
 }  // namespace ucxcoll

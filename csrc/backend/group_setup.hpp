@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/peer_watch.hpp"
+#include "transport/network_devices.hpp"
 
 namespace ucxcoll {
 
@@ -27,5 +28,10 @@ struct GroupRendezvous {
 // until every rank has published its address and channel.
 GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                            const std::vector<uint8_t>& myAddress, uint32_t myChannel);
+
+// Where the job's store is and whether every rank is on this host, from
+// the store (a TCPStore under any prefixes) or else MASTER_ADDR, and
+// torchrun's LOCAL_WORLD_SIZE / WORLD_SIZE.
+JobLocation jobLocation(const c10::intrusive_ptr<c10d::Store>& store);
 
 }  // namespace ucxcoll

@@ -75,8 +75,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reconfigure(const c10d::ReconfigureOp
     TORCH_CHECK_VALUE(isHandle(members[i]), call, ": handle ", i, " (\"", members[i],
                       "\") is not a ucxcoll reconfigure handle (get_reconfigure_handle() of a ucxcoll group)");
     for (std::size_t j = 0; j < i; ++j) {
-      TORCH_CHECK_VALUE(members[i] != members[j], call, ": handle \"", members[i], "\" is given twice (", j, " and ",
-                        i, ")");
+      TORCH_CHECK_VALUE(members[i] != members[j], call, ": handle \"", members[i], "\" is given twice (", j, " and ", i,
+                        ")");
     }
   }
   auto mine = std::find(members.begin(), members.end(), reconfigureHandle_);
@@ -90,8 +90,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reconfigure(const c10d::ReconfigureOp
 
   // Own store connection and deadline; the prefix keeps this round's keys
   // apart from every other round's and from the group's own.
-  auto store = c10::make_intrusive<c10d::PrefixStore>("reconfigure/" + std::to_string(opts.uuid) + "/",
-                                                      store_->clone());
+  auto store =
+      c10::make_intrusive<c10d::PrefixStore>("reconfigure/" + std::to_string(opts.uuid) + "/", store_->clone());
   store->setTimeout(timeout);
   // Every member publishes what it was asked and checks the others' against
   // it: members called with different handles must not form a group.
@@ -109,8 +109,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reconfigure(const c10d::ReconfigureOp
       theirs = store->get("asked/" + members[rank]);
     } catch (const c10::Error& error) {
       C10_THROW_ERROR(DistBackendError, call + ": " + member + " did not join within " +
-                                            std::to_string(timeout.count()) + " ms (" +
-                                            error.what_without_backtrace() + ")");
+                                            std::to_string(timeout.count()) + " ms (" + error.what_without_backtrace() +
+                                            ")");
     }
     if (std::string(theirs.begin(), theirs.end()) != asked) {
       C10_THROW_ERROR(DistBackendError, call + ": " + member + " was given other handles than this member: [" +

@@ -31,7 +31,7 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
     TORCH_CHECK_VALUE(false, "ucxcoll: ", invalid.what());
   }
   try {
-    engine_ = Engine::acquire();
+    engine_ = Engine::acquire(networkDevicesFor(jobLocation(store)));
     group_ = setUpGroup(store, rank, size);
   } catch (const c10::Error&) {
     throw;  // e.g. the store timed out: torch's own error says it best
@@ -40,9 +40,9 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
         backendError(std::string("ucxcoll: cannot set up group \"") + groupName_ + "\": " + error.what()));
   }
   store_ = store;
-  reconfigureHandle_ = newReconfigureHandle(
-      options_->global_ranks_in_group.empty() ? static_cast<uint64_t>(rank)
-                                              : options_->global_ranks_in_group[static_cast<std::size_t>(rank)]);
+  reconfigureHandle_ = newReconfigureHandle(options_->global_ranks_in_group.empty()
+                                                ? static_cast<uint64_t>(rank)
+                                                : options_->global_ranks_in_group[static_cast<std::size_t>(rank)]);
   UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank << " of " << size);
 }
 

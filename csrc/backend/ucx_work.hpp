@@ -62,7 +62,9 @@ class UcxWork : public c10d::Work {
   // Milliseconds from submission to completion, once completed successfully.
   float getDuration() const override;
 #ifdef C10D_BACKEND_HAS_HOOKS
-  uint64_t getCompletionKey() const override { return completionKey_; }
+  uint64_t getCompletionKey() const override {
+    return completionKey_;
+  }
 #endif
 
   // Called on the engine's driver once the operation succeeded, before its
@@ -70,10 +72,14 @@ class UcxWork : public c10d::Work {
   void noteSucceeded(const CompletionListeners& listeners);
   // Called on the engine's driver once the operation completed.
   void completeFuture(std::exception_ptr error);
-  void setSourceRank(int rank) { sourceRank_.store(rank, std::memory_order_release); }
+  void setSourceRank(int rank) {
+    sourceRank_.store(rank, std::memory_order_release);
+  }
   // The error the operation failed with, as ucxcoll raised it (before the
   // conversion to torch's exception types); null while running or on success.
-  std::exception_ptr ucxcollError() const { return completion_->done() ? completion_->error() : nullptr; }
+  std::exception_ptr ucxcollError() const {
+    return completion_->done() ? completion_->error() : nullptr;
+  }
 
  private:
   std::weak_ptr<Engine> engine_;
@@ -103,7 +109,9 @@ class CoalescedWork : public c10d::Work {
   void synchronize() override {}
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 #ifdef C10D_BACKEND_HAS_HOOKS
-  uint64_t getCompletionKey() const override { return completionKey_; }
+  uint64_t getCompletionKey() const override {
+    return completionKey_;
+  }
 #endif
 
  private:

@@ -37,12 +37,7 @@ class MismatchError : public Error {
 // group cannot be used again.
 class PeerGoneError : public Error {
  public:
-  explicit PeerGoneError(const std::string& what, std::vector<int> deadRanks = {})
-      : Error(what), deadRanks_(std::move(deadRanks)) {}
-  const std::vector<int>& deadRanks() const { return deadRanks_; }
-
- private:
-  std::vector<int> deadRanks_;
+  using Error::Error;
 };
 
 // The group was shut down or aborted while the operation was pending.

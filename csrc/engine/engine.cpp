@@ -61,7 +61,7 @@ Task Engine::ControlOperation::run() {
 
 // ---- Process-wide engine --------------------------------------------------
 
-std::shared_ptr<Engine> Engine::acquire() {
+std::shared_ptr<Engine> Engine::acquire(const std::string& networkDevices) {
   std::lock_guard<std::mutex> lock(registryMutex());
   static pid_t registeredPid = 0;
   if (registeredPid != getpid()) {
@@ -73,7 +73,7 @@ std::shared_ptr<Engine> Engine::acquire() {
   }
   auto engine = liveEngine().lock();
   if (!engine) {
-    engine = std::make_shared<Engine>(std::make_unique<UcxTransport>());
+    engine = std::make_shared<Engine>(std::make_unique<UcxTransport>(networkDevices));
     liveEngine() = engine;
   }
   return engine;
@@ -537,8 +537,7 @@ void Engine::takeSubmissions() {
     }
     if (group != nullptr && !group->deadRanks_.empty() && op.kind() == Operation::Kind::PointToPoint) {
       failOperation(op, std::make_exception_ptr(PeerGoneError(
-                            op.name() + " was not run: this process group failed earlier: " + group->failure(),
-                            group->deadRanks_)));
+                            op.name() + " was not run: this process group failed earlier: " + group->failure())));
       continue;
     }
     switch (op.kind()) {
@@ -812,6 +811,11 @@ void Engine::releaseChannel(uint32_t channel) {
 
 namespace {
 
+// Why `count` peers on this host count as dead.
+std::string exitedOnThisHost(std::size_t count) {
+  return count == 1 ? "(its process on this host exited)" : "(their processes on this host exited)";
+}
+
 // "rank 2 (pid 4242)", "ranks 1 (pid 11), 2 (pid 12)".
 std::string describeRanks(const Group& group, const std::vector<int>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
@@ -854,9 +858,7 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
     }
     auto throwIfGone = [&](const std::string& when) {
       if (!gone.empty()) {
-        throw PeerGoneError(describeRanks(*group, gone) + " died " + when + " (" +
-                                (gone.size() == 1 ? "its process" : "their processes") + " on this host exited)",
-                            gone);
+        throw PeerGoneError(describeRanks(*group, gone) + " died " + when + " " + exitedOnThisHost(gone.size()));
       }
     };
     throwIfGone("before the group was set up");
@@ -926,7 +928,7 @@ void Engine::handlePeerDeaths() {
         ranks.push_back(peer);
       }
     }
-    failGroupPeers(*group, std::move(ranks), "(its process on this host exited)");
+    failGroupPeers(*group, std::move(ranks), "");
   }
 }
 
@@ -962,11 +964,7 @@ void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::str
     group.deadRanks_.push_back(peer);
   }
   std::sort(group.deadRanks_.begin(), group.deadRanks_.end());
-  std::string reason = why;
-  const std::string singular = "(its process";
-  if (ranks.size() > 1 && reason.starts_with(singular)) {
-    reason = "(their processes" + reason.substr(singular.size());
-  }
+  const std::string reason = why.empty() ? exitedOnThisHost(ranks.size()) : why;
   const std::string cause = describeRanks(group, ranks) + " of group \"" + group.name() + "\" died " + reason;
   group.setFailure(cause);
   UCXCOLL_DEBUG(cause);
@@ -987,7 +985,7 @@ void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::str
     auto found = inFlight_.find(serial);
     if (found != inFlight_.end() && !found->second->completed_) {
       Operation& op = *found->second;
-      failOperation(op, std::make_exception_ptr(PeerGoneError(op.name() + " failed: " + cause, group.deadRanks_)));
+      failOperation(op, std::make_exception_ptr(PeerGoneError(op.name() + " failed: " + cause)));
     }
   }
 }

@@ -74,9 +74,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // The engine of this process over UCX, created on first use. Groups hold
-  // the returned pointer; it shuts down when the last group lets go.
-  static std::shared_ptr<Engine> acquire();
+  // The engine of this process over UCX, created on first use (with
+  // `networkDevices` for UCX_NET_DEVICES, see transport/network_devices.hpp;
+  // later calls get the existing engine). Groups hold the returned pointer;
+  // it shuts down when the last group lets go.
+  static std::shared_ptr<Engine> acquire(const std::string& networkDevices = "");
 
   const std::vector<uint8_t>& address() const { return address_; }
 
@@ -216,8 +218,9 @@ class Engine {
   void handleFailedConnections();
   // Have a driver make a pass soon, even if nothing is in flight.
   void wakeDriver();
-  // Mark `ranks` of `group` gone because of `cause` and fail its operations.
-  void failGroupPeers(Group& group, std::vector<int> ranks, const std::string& cause);
+  // Mark `ranks` of `group` gone because of `why` (empty: their processes on
+  // this host exited) and fail its operations.
+  void failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why);
 
   // Called by operations (driver thread).
   friend class Operation;

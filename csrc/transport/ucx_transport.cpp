@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -141,10 +142,14 @@ unsigned UcxTransport::endDeferred() {
   return static_cast<unsigned>(ended.size());
 }
 
-UcxTransport::UcxTransport() {
+UcxTransport::UcxTransport(const std::string& networkDevices) {
   ucp_config_t* rawConfig = nullptr;
   check(ucp_config_read(nullptr, nullptr, &rawConfig), "ucp_config_read");
   UcpConfigPtr config(rawConfig);
+  if (!networkDevices.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
+    check(ucp_config_modify(config.get(), "NET_DEVICES", networkDevices.c_str()), "ucp_config_modify");
+    UCXCOLL_INFO("UCX network devices: " << networkDevices << " (set UCX_NET_DEVICES to choose others)");
+  }
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;

@@ -49,7 +49,9 @@ void deferCompletion(Transfer& transfer, const TransferResult& result);
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport();
+  // `networkDevices`: UCX_NET_DEVICES for this context unless the user set
+  // that variable ("" = UCX's default; see network_devices.hpp).
+  explicit UcxTransport(const std::string& networkDevices = "");
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;

@@ -137,6 +137,28 @@ TEST_CASE("engine: an exception in a body fails its operation and the group", "[
   CHECK(group[0]->failed());
 }
 
+TEST_CASE("engine: onSucceeded runs before waiters wake, and never for a failed operation", "[engine]") {
+  Cluster cluster(1, Wire::Loopback);
+  auto group = cluster.makeGroup("g");
+  auto submit = [&](const char* name, Collective::Body body) {
+    auto op = std::make_unique<Collective>(group[0], group[0]->takeSequence(), name, 60s, std::move(body));
+    auto completion = op->sharedCompletion();
+    auto doneWhenSucceeded = std::make_shared<std::optional<bool>>();
+    op->onSucceeded = [completion, doneWhenSucceeded] { *doneWhenSucceeded = completion->done(); };
+    [[maybe_unused]] Engine::Lease none = cluster.engine(0).submit(std::move(op));
+    cluster.engine(0).wait(*completion);
+    return doneWhenSucceeded;
+  };
+  auto succeeded = submit("fine", barrierBody);
+  REQUIRE(succeeded->has_value());
+  CHECK_FALSE(succeeded->value());  // the completion was not set yet
+  auto failed = submit("broken", [](Collective&) -> Task {
+    throw std::runtime_error("kaboom");
+    co_return;
+  });
+  CHECK_FALSE(failed->has_value());
+}
+
 TEST_CASE("engine: a completion callback may submit and wait for another operation", "[engine]") {
   for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
     DYNAMIC_SECTION(wireName(wire)) {

@@ -466,8 +466,51 @@ def audit_log(rank: int, world: int, port: int, workdir: str) -> None:
         mismatch = str(error)
     report(mismatch=mismatch)
 
+def listening_addresses(exclude_port: int) -> list[str]:
+    """The addresses this process listens on over TCP ("127.0.0.1",
+    "192.0.2.2", "::1", ...), from /proc/net/tcp{,6} and this process's
+    socket fds; the store's port left out."""
+    import ipaddress
 
-SCENARIOS = {"audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    addresses = []
+    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        with open(table) as lines:
+            next(lines)
+            for line in lines:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                    continue
+                address_hex, port_hex = local.split(":")
+                if int(port_hex, 16) == exclude_port:
+                    continue
+                raw = bytes.fromhex(address_hex)
+                # The kernel prints each 32-bit word in host (little-endian) order.
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                addresses.append(str(ipaddress.ip_address(raw)))
+    return sorted(set(addresses))
+
+
+def listeners(rank: int, world: int, port: int, workdir: str) -> None:
+    """Where ucxcoll listens, for a store at UCXCOLL_TEST_STORE_HOST (set by
+    the test, with or without torchrun's LOCAL_WORLD_SIZE)."""
+    host = os.environ["UCXCOLL_TEST_STORE_HOST"]
+    dist.init_process_group("ucxcoll", init_method=f"tcp://{host}:{port}", rank=rank, world_size=world)
+    tensor = torch.full((4,), float(rank + 1))
+    dist.all_reduce(tensor)
+    report(sum=tensor[0].item(), listening=listening_addresses(port))
+    dist.destroy_process_group()
+
+
+SCENARIOS = {"listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

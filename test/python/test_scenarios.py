@@ -318,6 +318,56 @@ def test_audit_log_writes_one_line_per_operation_with_size_peers_duration_and_ou
         assert "ranks disagree about the tensor sizes" in reports[rank]["mismatch"]
 
 
+def external_address() -> str | None:
+    """This machine's address on its default route, if it has one."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # routing only: nothing is sent
+            address = probe.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def test_a_job_on_one_host_listens_on_loopback_only():
+    reports = run_scenario("listeners", world=2, timeout=120, UCXCOLL_TEST_STORE_HOST="127.0.0.1")
+    for report in reports:
+        assert report == {"sum": 3.0, "listening": ["127.0.0.1"]}
+
+
+def test_torchrun_on_one_host_listens_on_loopback_only_whatever_the_store_address():
+    external = external_address()
+    if external is None:
+        pytest.skip("this machine has no non-loopback IPv4 address to put the store on")
+    reports = run_scenario("listeners", world=2, timeout=120, UCXCOLL_TEST_STORE_HOST=external,
+                           LOCAL_WORLD_SIZE="2", WORLD_SIZE="2")
+    for report in reports:
+        assert report == {"sum": 3.0, "listening": ["127.0.0.1"]}
+
+
+def test_a_job_with_its_store_on_a_network_address_listens_only_on_that_interface():
+    external = external_address()
+    if external is None:
+        pytest.skip("this machine has no non-loopback IPv4 address to put the store on")
+    reports = run_scenario("listeners", world=2, timeout=120, UCXCOLL_TEST_STORE_HOST=external)
+    for report in reports:
+        assert report["sum"] == 3.0
+        assert report["listening"] and "127.0.0.1" not in report["listening"], report
+        assert external in report["listening"], report
+
+
+def test_ucx_net_devices_set_by_the_user_wins():
+    reports = run_scenario("listeners", world=2, timeout=120, UCXCOLL_TEST_STORE_HOST="127.0.0.1",
+                           UCX_NET_DEVICES="all")
+    external = external_address()
+    for report in reports:
+        assert "127.0.0.1" in report["listening"], report
+        if external is not None:
+            assert external in report["listening"], report
+
+
 def test_exit_without_destroy_process_group_is_clean():
     # run_scenario asserts exit code 0 for every rank (no crash, no hang).
     reports = run_scenario("exit_without_destroy", world=3, timeout=120)
