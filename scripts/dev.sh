@@ -283,6 +283,47 @@ run_tests() {
   check_format
 }
 
+# Sanitizers (not in CI: about 30 minutes on 2 cores). The Catch2 suite
+# under AddressSanitizer + UBSan; the engine's tests under ThreadSanitizer;
+# and a pytest subset with the extension built under ASan + UBSan (Python
+# and torch are not instrumented: the runtime is preloaded, leak checks are
+# off since the interpreter never frees everything).
+run_sanitizers() {
+  cd "$ROOT"
+  local asan_flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  local asan_env=(ASAN_OPTIONS="abort_on_error=1:detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+  log "C++ tests (Catch2) under AddressSanitizer + UBSan"
+  if [[ ! -f "$BUILD-asan/CMakeCache.txt" ]]; then
+    cmake -S "$ROOT" -B "$BUILD-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUCXCOLL_BUILD_EXTENSION=ON \
+      -DPython3_EXECUTABLE="$VENV/bin/python" -DCMAKE_CXX_FLAGS="$asan_flags" \
+      -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+      -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
+      -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  fi
+  cmake --build "$BUILD-asan" -j2
+  env "${asan_env[@]}" "$BUILD-asan/ucxcoll_tests"
+
+  log "engine tests ([engine]) under ThreadSanitizer"
+  if [[ ! -f "$BUILD-tsan/CMakeCache.txt" ]]; then
+    cmake -S "$ROOT" -B "$BUILD-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUCXCOLL_BUILD_EXTENSION=OFF \
+      -DPython3_EXECUTABLE="$VENV/bin/python" -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+      -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
+  fi
+  cmake --build "$BUILD-tsan" -j2 --target ucxcoll_tests
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/test/cpp/tsan.supp" \
+    "$BUILD-tsan/ucxcoll_tests" "[engine]"
+
+  log "Python tests (collectives, point-to-point, scenarios subset) with the extension under ASan + UBSan"
+  local package="$BUILD-asan/package"
+  rm -rf "$package" && mkdir -p "$package/ucxcoll"
+  cp "$ROOT"/torch_ext/ucxcoll/*.py "$package/ucxcoll/"
+  cp "$BUILD-asan"/_C*.so "$package/ucxcoll/"
+  env ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    LD_PRELOAD="$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)" PYTHONPATH="$package" \
+    "$VENV/bin/python" -m pytest -q -x test/python/test_collectives.py test/python/test_point_to_point.py \
+    test/python/test_scenarios.py -k "not gpu and not torchrun and not soak and not idle"
+}
+
 command="${1:-}"
 shift || true
 case "$command" in
@@ -294,8 +335,9 @@ case "$command" in
   conformance-ci) setup && run_conformance_ci ;;
   compat) ensure_apt_packages && ensure_venv && run_compat ;;
   gpu-pack) ensure_apt_packages && ensure_venv && gpu_pack ;;
+  sanitize) setup && run_sanitizers ;;
   *)
-    echo "usage: scripts/dev.sh {demo|test|bench|conformance|conformance-ci|compat|gpu-pack|setup}" >&2
+    echo "usage: scripts/dev.sh {demo|test|bench|conformance|conformance-ci|compat|gpu-pack|sanitize|setup}" >&2
     exit 2
     ;;
 esac

@@ -66,7 +66,10 @@ def run_reporting_ranks(script: str, name: str, world: int, timeout: float, outp
             outputs.append(output)
         lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
         assert lines, f"rank {rank} of {name} reported nothing:\n{output[-4000:]}"
-        reports.append(json.loads(lines[-1][len("RESULT ") :]))
+        # raw_decode: another thread's stderr (torch's flight recorder says
+        # it is dumping a trace when a collective fails) may land on the
+        # same line after the report.
+        reports.append(json.JSONDecoder().raw_decode(lines[-1][len("RESULT ") :])[0])
     return reports
 
 

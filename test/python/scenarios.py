@@ -470,6 +470,11 @@ def listening_addresses(exclude_port: int) -> list[str]:
     """The addresses this process listens on over TCP ("127.0.0.1",
     "192.0.2.2", "::1", ...), from /proc/net/tcp{,6} and this process's
     socket fds; the store's port left out."""
+    return sorted({address for address, _ in listening_endpoints(exclude_port)})
+
+
+def listening_endpoints(exclude_port: int) -> list[tuple[str, int]]:
+    """(address, port) of each TCP listener of this process but the store's."""
     import ipaddress
 
     inodes = set()
@@ -495,8 +500,8 @@ def listening_addresses(exclude_port: int) -> list[str]:
                 raw = bytes.fromhex(address_hex)
                 # The kernel prints each 32-bit word in host (little-endian) order.
                 raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-                addresses.append(str(ipaddress.ip_address(raw)))
-    return sorted(set(addresses))
+                addresses.append((str(ipaddress.ip_address(raw)), int(port_hex, 16)))
+    return addresses
 
 
 def listeners(rank: int, world: int, port: int, workdir: str) -> None:
@@ -509,9 +514,135 @@ def listeners(rank: int, world: int, port: int, workdir: str) -> None:
     report(sum=tensor[0].item(), listening=listening_addresses(port))
     dist.destroy_process_group()
 
+def stray_connections(rank: int, world: int, port: int, workdir: str) -> None:
+    """While the ranks run all_reduces (small, and 1 MiB), a thread of each
+    rank keeps connecting to that rank's own UCX listeners and sending them
+    random bytes: UCX's handshake drops them; no result may change."""
+    init(rank, world, port, timeout_seconds=60)
+    dist.all_reduce(torch.ones(4))
+    targets = [(address, listener_port) for address, listener_port in listening_endpoints(port)]
+    stop = threading.Event()
+    attempts = [0]
 
-SCENARIOS = {"listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+    def stray() -> None:
+        import socket
+
+        while not stop.is_set():
+            for address, listener_port in targets:
+                try:
+                    with socket.create_connection((address, listener_port), timeout=1) as connection:
+                        connection.sendall(os.urandom(4096))
+                        time.sleep(0.005)
+                    attempts[0] += 1
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=stray)
+    thread.start()
+    wrong = 0
+    for _ in range(200):
+        for elements in (1000, 1 << 18):
+            tensor = torch.full((elements,), float(rank + 1))
+            dist.all_reduce(tensor)
+            wrong += int(not torch.all(tensor == world * (world + 1) / 2))
+    stop.set()
+    thread.join()
+    report(listeners=len(targets), stray_connections=attempts[0] > 0, wrong=wrong)
+    dist.destroy_process_group()
+
+def process_resources() -> dict:
+    """This process's open fds, threads and resident memory (MiB; after
+    giving freed heap memory back to the system, so that what is counted
+    is what is still allocated)."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/statm") as statm:
+        resident_pages = int(statm.read().split()[1])
+    return {"fds": len(os.listdir("/proc/self/fd")), "threads": len(os.listdir("/proc/self/task")),
+            "rss_mib": resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20}
+
+
+def soak_cycle(rank: int, world: int, store_path: str, victim_at: int | None) -> int:
+    """One init/destroy cycle of mixed collectives and point-to-point on a
+    group of `world` ranks; returns the number of operations that raised. A
+    rank given `victim_at` SIGKILLs itself after that many operations."""
+    dist.init_process_group("ucxcoll", init_method=f"file://{store_path}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=60))
+    failed = 0
+    operations = 0
+    subgroup = dist.new_group([0, 1])
+    step = 0
+    while operations < 200:
+        step += 1
+        if victim_at is not None and operations >= victim_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            value = torch.full((1 + step % 700,), float(rank + 1))
+            dist.all_reduce(value)
+            assert torch.all(value == world * (world + 1) / 2)
+            large = torch.full((1 << 16,), float(rank))
+            dist.broadcast(large, src=step % world)
+            assert torch.all(large == step % world)
+            gathered = torch.empty(world * 3)
+            dist.all_gather_into_tensor(gathered, torch.full((3,), float(rank)))
+            assert gathered.tolist() == [float(r) for r in range(world) for _ in range(3)]
+            exchanged = torch.empty(world * 2)
+            dist.all_to_all_single(exchanged, torch.full((world * 2,), float(rank)))
+            assert exchanged.tolist() == [float(r) for r in range(world) for _ in range(2)]
+            right, left = (rank + 1) % world, (rank - 1) % world
+            received = torch.empty(5)
+            for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((5,), float(rank)), right),
+                                                dist.P2POp(dist.irecv, received, left)]):
+                work.wait()
+            assert torch.all(received == left)
+            pending = dist.all_reduce(torch.ones(64), async_op=True)
+            summed = pending.get_future().then(lambda future: future.value()[0].sum().item()).wait()
+            assert summed == 64 * world
+            if rank in (0, 1):
+                pair = torch.ones(8)
+                dist.all_reduce(pair, group=subgroup)
+                assert torch.all(pair == 2)
+        except dist.DistBackendError:
+            failed += 1  # a peer died: every later call raises at once
+        operations += 8
+    dist.destroy_process_group()
+    return failed
+
+
+def soak(rank: int, world: int, port: int, workdir: str) -> None:
+    """Many init/destroy cycles of mixed operations (SOAK_CYCLES, set by the
+    test); in every third cycle a third member of the group, a child of rank
+    0, is SIGKILLed part-way. Reports fds, threads and RSS after the first
+    cycles and at the end."""
+    cycles = int(os.environ["UCXCOLL_TEST_SOAK_CYCLES"])
+    seen = []
+    failures_per_cycle = []
+    for cycle in range(cycles):
+        store_path = os.path.join(workdir, f"store{cycle}")
+        victim_at = 40 + 8 * (cycle % 5) if cycle % 3 == 2 else None
+        child = None
+        if rank == 0:
+            command = [sys.executable, __file__, "soak_member", "2", "3", str(victim_at if victim_at else -1), store_path]
+            child = subprocess.Popen(command)
+        failures_per_cycle.append(soak_cycle(rank, 3, store_path, None))
+        if child is not None:
+            status = child.wait(timeout=120)
+            assert status == (-signal.SIGKILL if victim_at else 0), status
+        seen.append(process_resources())
+    report(failures=failures_per_cycle, warm=seen[2], end=seen[-1],
+           max_threads=max(entry["threads"] for entry in seen), rss_mib=[round(entry["rss_mib"]) for entry in seen])
+
+
+def soak_member(rank: int, world: int, victim_at: int, store_path: str) -> None:
+    soak_cycle(rank, world, store_path, victim_at if victim_at >= 0 else None)
+
+
+SCENARIOS = {"soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-    SCENARIOS[name](rank, world, port, workdir)
+    if name == "soak_member":
+        soak_member(rank, world, port, workdir)  # port: when to die (-1: never); workdir: the store file
+    else:
+        SCENARIOS[name](rank, world, port, workdir)
