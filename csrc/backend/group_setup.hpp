@@ -29,6 +29,12 @@ struct GroupRendezvous {
 GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                            const std::vector<uint8_t>& myAddress, uint32_t myChannel);
 
+// The job's key (see UcxTransport::setJobKey): 64 random bits that the
+// first rank to ask stores under "ucxcoll/job_key" in the job's store (the
+// one under any prefixes, so that every group of the job, and a torchrun
+// restart of it, gets the same); 0 for a store that cannot compare-and-set.
+uint64_t jobKey(const c10::intrusive_ptr<c10d::Store>& store);
+
 // Where the job's store is and whether every rank is on this host, from
 // the store (a TCPStore under any prefixes) or else MASTER_ADDR, and
 // torchrun's LOCAL_WORLD_SIZE / WORLD_SIZE.

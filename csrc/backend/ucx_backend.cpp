@@ -8,6 +8,7 @@
 
 #include "backend/errors.hpp"
 #include "backend/group_setup.hpp"
+#include "backend/tensor_checks.hpp"
 #include "common/config.hpp"
 #include "common/error.hpp"
 #include "common/logging.hpp"
@@ -32,6 +33,7 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   }
   try {
     engine_ = Engine::acquire(networkDevicesFor(jobLocation(store)));
+    engine_->useJobKey(jobKey(store));
     group_ = setUpGroup(store, rank, size);
   } catch (const c10::Error&) {
     throw;  // e.g. the store timed out: torch's own error says it best
@@ -180,28 +182,33 @@ void UcxBackend::checkUsable(const char* opName) {
 
 namespace {
 
-// The bytes of an operation's output tensors (a list, or a list of lists).
-std::size_t outputBytes(const c10::IValue& result) {
-  std::size_t bytes = 0;
+// The bytes of an operation's output tensors (a list, or a list of lists),
+// and the element type of the first one.
+void describeOutput(const c10::IValue& result, Operation& op) {
+  auto note = [&](const at::Tensor& tensor) {
+    op.payloadBytes += tensor.nbytes();
+    if (op.elementType == nullptr) {
+      if (auto type = toDataType(tensor.scalar_type())) {
+        op.elementType = dataTypeName(*type);
+      }
+    }
+  };
   if (result.isTensorList()) {
     for (const auto& tensor : result.toTensorVector())
-      bytes += tensor.nbytes();
+      note(tensor);
   } else if (result.isList()) {
     for (const auto& inner : result.toListRef())
-      bytes += outputBytes(inner);
+      describeOutput(inner, op);
   } else if (result.isTensor()) {
-    bytes += result.toTensor().nbytes();
+    note(result.toTensor());
   }
-  return bytes;
 }
 
 }  // namespace
 
 c10::intrusive_ptr<UcxWork> UcxBackend::makeWork(Operation& op, c10d::OpType opType, const char* opName,
                                                  c10::IValue result, c10::TypePtr resultType, uint64_t sequence) {
-  if (logLevel() >= LogLevel::Info) {
-    op.payloadBytes = outputBytes(result);  // for the audit log
-  }
+  describeOutput(result, op);  // for the audit log and the desync report
   auto work = c10::make_intrusive<UcxWork>(engine_, op.sharedCompletion(), rank_, opType,
                                            (std::string("ucxcoll:") + opName).c_str(), std::move(result),
                                            std::move(resultType), sequence);

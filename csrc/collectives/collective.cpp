@@ -57,22 +57,29 @@ Request& Collective::recv(int peer, uint32_t slot, void* data, std::size_t bytes
 }
 
 std::string Collective::describe(tag::Routine routine, uint32_t detail) const {
-  std::string text = tag::collectiveName(routine);
+  return tag::collectiveName(routine) + describeDetail(routine, detail);
+}
+
+std::string Collective::describeDetail(tag::Routine routine, uint32_t detail) {
   const std::string algorithm = std::string(tag::algorithmName(routine)) + " algorithm)";
   const bool towardsRoot = routine == tag::Routine::GatherDirect || routine == tag::Routine::ReduceDirect;
   const char* rootWord = towardsRoot ? " to rank " : " from rank ";
   switch (tag::detailOf(routine)) {
     case tag::Detail::Root:
-      return text + rootWord + std::to_string(detail) + " (" + algorithm;
+      return rootWord + std::to_string(detail) + " (" + algorithm;
     case tag::Detail::Reduction:
-      return text + " (" + reductionName(static_cast<Reduction>(detail)) + ", " + algorithm;
+      return " (" + std::string(reductionName(static_cast<Reduction>(detail))) + ", " + algorithm;
     case tag::Detail::RootAndReduction:
-      return text + rootWord + std::to_string(detail >> tag::kReductionBits) + " (" +
+      return rootWord + std::to_string(detail >> tag::kReductionBits) + " (" +
              reductionName(static_cast<Reduction>(detail & ((1u << tag::kReductionBits) - 1))) + ", " + algorithm;
     case tag::Detail::None:
       break;
   }
-  return text + " (" + algorithm;
+  return " (" + algorithm;
+}
+
+std::string Collective::describeProgress() const {
+  return begun_ ? describe() + describeDetail(routine_, detail_) : describe();
 }
 
 void Collective::announceFailure(const std::exception_ptr& error) {

@@ -71,6 +71,7 @@ class Collective : public Operation {
  protected:
   Task run() override { return body_(*this); }
   std::string describe() const override { return what_ + (" #" + std::to_string(sequence_)); }
+  std::string describeProgress() const override;
   std::exception_ptr checkForDisagreement(Transport& transport) override;
   std::string mismatchHint() const override;
   void announceFailure(const std::exception_ptr& error) override;
@@ -78,6 +79,9 @@ class Collective : public Operation {
  private:
   uint64_t tagFor(uint32_t channel, uint32_t slot, int sender) const;
   std::string describe(tag::Routine routine, uint32_t detail) const;
+  // What describe(routine, detail) says after the collective's name, e.g.
+  // " from rank 1 (binomial algorithm)".
+  static std::string describeDetail(tag::Routine routine, uint32_t detail);
   // Messages of peers that run something else under this sequence number.
   std::exception_ptr checkOwnEvidence(Transport& transport);
   // A failure notice (announceFailure) from a peer this collective waits for.

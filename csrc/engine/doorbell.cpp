@@ -43,10 +43,11 @@ void Doorbell::cancel() {
   ::timerfd_settime(later_.get(), 0, &never, nullptr);
 }
 
-void Doorbell::wait() {
+bool Doorbell::wait(int timeoutMs) {
   pollfd fds[2] = {{now_.get(), POLLIN, 0}, {later_.get(), POLLIN, 0}};
-  if (::poll(fds, 2, -1) < 0) {
-    return;  // EINTR: the caller checks its state and waits again
+  const int ready = ::poll(fds, 2, timeoutMs);
+  if (ready <= 0) {
+    return ready < 0;  // EINTR: the caller checks its state and waits again
   }
   uint64_t count = 0;
   for (const auto& fd : fds) {
@@ -54,6 +55,7 @@ void Doorbell::wait() {
       [[maybe_unused]] auto read = ::read(fd.fd, &count, sizeof(count));
     }
   }
+  return true;
 }
 
 }  // namespace ucxcoll

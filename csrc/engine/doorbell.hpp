@@ -21,8 +21,9 @@ class Doorbell {
   void ring();
   void ringAfter(std::chrono::microseconds delay);
   void cancel();  // the delayed ring, if it has not rung yet
-  // Sleep until rung; callable from one thread.
-  void wait();
+  // Sleep until rung or `timeoutMs` passed (-1: no limit); false if it
+  // was not rung. Callable from one thread.
+  bool wait(int timeoutMs = -1);
 
  private:
   FileDescriptor now_;    // eventfd

@@ -25,6 +25,9 @@ constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(1);
 // How long operations a caller leaves in flight stay with it before the
 // progress thread takes them over (see Doorbell).
 constexpr auto kHandOverDelay = std::chrono::microseconds(100);
+// How often an idle progress thread makes a pass (desync_report.cpp): it
+// answers peers' status requests, which nothing else would notice.
+constexpr auto kIdleServicePeriod = std::chrono::milliseconds(100);
 
 std::mutex& registryMutex() {
   static std::mutex mutex;
@@ -242,16 +245,22 @@ void Engine::progressThreadMain() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     // Sleep on the doorbell until asked to drive: now, or once a caller's
-    // hand-over delay has passed without the caller driving meanwhile.
+    // hand-over delay has passed without the caller driving meanwhile; or
+    // every kIdleServicePeriod, to answer peers' status requests.
+    bool service = false;
     for (;;) {
       if (driver_ == Driver::None && (stopping_ || progressThreadWanted_ || !submitted_.empty())) {
         break;
       }
       lock.unlock();
-      doorbell_.wait();
+      const bool rang = doorbell_.wait(static_cast<int>(kIdleServicePeriod.count()));
       lock.lock();
       if (std::exchange(handOverPending_, false) && driver_ == Driver::None) {
         progressThreadWanted_ = !inFlight_.empty() || !submitted_.empty();
+      }
+      if (!rang && driver_ == Driver::None) {
+        service = true;
+        break;
       }
     }
     driver_ = Driver::ProgressThread;
@@ -262,6 +271,9 @@ void Engine::progressThreadMain() {
     if (stopping) {
       abortAndDrain();
     } else {
+      if (service) {
+        serviceWhileIdle();
+      }
       drive(nullptr, Clock::time_point::max());
     }
     lock.lock();
@@ -680,6 +692,9 @@ void Engine::complete(Operation& op) {
     if (group->running_ == &op) {
       group->running_ = nullptr;
       std::erase(runningCollectives_, &op);
+      if (!op.failure_) {
+        ++group->completedCollectives_;
+      }
       if (op.failure_) {
         try {
           std::rethrow_exception(op.failure_);
@@ -699,7 +714,7 @@ void Engine::complete(Operation& op) {
   auto succeeded = std::move(op.onSucceeded);
   // The audit log: operations someone submitted and waits for (those with a
   // callback), not the engine's own (closing a group).
-  if (callback && logLevel() >= LogLevel::Info) {
+  if (callback && op.kind() != Operation::Kind::Control && logLevel() >= LogLevel::Info) {
     logMessage(LogLevel::Info, op.auditLine(error));
   }
   {
@@ -740,6 +755,9 @@ void Engine::housekeeping(Clock::time_point now) {
     }
     Operation& op = *found->second;
     if (!op.failure_) {
+      if (startDesyncReport(op)) {
+        continue;  // it fails once the report is in (unless it completes meanwhile)
+      }
       op.fail(std::make_exception_ptr(
           TimeoutError(op.name() + " timed out: " + op.describeMissingPeers(), op.silentPeers())));
     }
@@ -759,6 +777,7 @@ void Engine::housekeeping(Clock::time_point now) {
       review(*op);
     }
   }
+  answerStatusRequests();
 }
 
 void Engine::abortAll(const std::string& why) {
@@ -783,6 +802,23 @@ void Engine::abortEach(const std::vector<uint64_t>& serials, const std::string& 
 }
 
 // ---- Groups ---------------------------------------------------------------------
+
+void Engine::useJobKey(uint64_t key) {
+  runOnDriver([&] {
+    if (jobKey_ == key) {
+      return;
+    }
+    const bool groupsAlive =
+        std::any_of(groups_.begin(), groups_.end(), [](const std::weak_ptr<Group>& group) { return !group.expired(); });
+    if (jobKey_ && groupsAlive) {
+      throw Error(
+          "this process still has ucxcoll groups of another job (set up through a different store); destroy them "
+          "(dist.destroy_process_group()) before joining a new job");
+    }
+    transport_->setJobKey(key);
+    jobKey_ = key;
+  });
+}
 
 uint32_t Engine::openChannel() {
   return runOnDriver([this]() -> uint32_t {

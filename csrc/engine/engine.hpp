@@ -89,6 +89,12 @@ class Engine {
   void noteRanksOnThisHost(int ranks);
 
   // ---- Groups -------------------------------------------------------------
+  // The job this process's groups belong to (see UcxTransport::setJobKey):
+  // every group of the job passes the same key. A new key is taken only
+  // while no group is alive (a process that leaves one job for another);
+  // otherwise a different key throws Error.
+  void useJobKey(uint64_t key);
+
   // A channel number for a new group (see tag.hpp): unique among this
   // process's live groups. Messages left over from an earlier group with
   // the same number are dropped.
@@ -222,6 +228,21 @@ class Engine {
   // this host exited) and fail its operations.
   void failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why);
 
+  // ---- The desync report (desync_report.cpp) ------------------------------
+  // An operation past its deadline: unless it has no peers to ask (or the
+  // engine stops), ask every other rank of its group what it is doing, and
+  // fail the operation once the answers are in or kStatusQueryBound has
+  // passed. Returns false if no report is gathered: fail it now.
+  bool startDesyncReport(Operation& op);
+  // Answer the status requests that peers sent (any group); driver only.
+  void answerStatusRequests();
+  // What this rank is doing in `group`: the last collective it completed,
+  // the one it is in, point-to-point transfers in flight.
+  std::string describeState(const Group& group) const;
+  // The idle progress thread's periodic pass: answer status requests even
+  // while nothing is in flight.
+  void serviceWhileIdle();
+
   // Called by operations (driver thread).
   friend class Operation;
   void schedule(Operation& op) { ready_.push_back(&op); }
@@ -271,8 +292,10 @@ class Engine {
   std::vector<std::weak_ptr<Group>> groups_;    // live groups, to fail when a peer dies
   std::vector<ProcessIdentity> goneProcesses_;  // every peer process seen dead
   uint32_t nextChannel_ = 1;
-  int depth_ = 0;           // nesting of drive() on the driver thread
-  bool exitDrain_ = false;  // draining aborted operations at exit
+  uint32_t nextStatusQuery_ = 0;
+  std::optional<uint64_t> jobKey_;  // none until the first group
+  int depth_ = 0;                   // nesting of drive() on the driver thread
+  bool exitDrain_ = false;          // draining aborted operations at exit
 
   std::thread thread_;
   std::thread::id threadId_;

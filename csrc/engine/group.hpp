@@ -74,6 +74,7 @@ class Group {
   // Driver-only: collectives start one at a time, in issue order.
   std::deque<Operation*> waiting_;
   Operation* running_ = nullptr;
+  uint64_t completedCollectives_ = 0;         // succeeded, i.e. #0 .. #completed-1 (they run in order)
   std::unordered_set<Operation*> transfers_;  // point-to-point in flight
   bool closed_ = false;
   std::vector<int> deadRanks_;  // ascending; the group fails once non-empty

@@ -105,9 +105,11 @@ class Operation {
   // and must not wait for anything (no GIL, no submitting).
   std::function<void()> onSucceeded;
 
-  // The size the audit log (UCXCOLL_LOG_LEVEL=info) reports: the
-  // operation's output tensors' bytes, set by whoever submits it.
+  // The size the audit log (UCXCOLL_LOG_LEVEL=info) and the desync report
+  // give: the operation's output tensors' bytes and element type ("float",
+  // a static string; null: unknown), set by whoever submits it.
   std::size_t payloadBytes = 0;
+  const char* elementType = nullptr;
 
   // ---- For the body: messages by raw tag. `peer` is a group rank. --------
   Request& sendTagged(int peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode = SendMode::Standard);
@@ -127,6 +129,9 @@ class Operation {
   virtual Task run() = 0;
   // What the operation is, e.g. "all_reduce #3" or "send #0 to rank 1 (tag 0)".
   virtual std::string describe() const = 0;
+  // What the operation is, for the desync report, e.g. "broadcast #17 from
+  // rank 1 (binomial algorithm)"; describe() unless an operation knows more.
+  virtual std::string describeProgress() const { return describe(); }
   // A collective looks for messages that show its peers are running a
   // different operation under its sequence number; returns the error to
   // fail with, or null. Called while the operation waits.
@@ -179,6 +184,7 @@ class Operation {
   bool started_ = false;
   bool cancelIssued_ = false;
   bool completed_ = false;
+  bool reportRequested_ = false;  // timed out; the desync report is being gathered
   Deadline deadline_;
   Clock::time_point drainUntil_{};
 };

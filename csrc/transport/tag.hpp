@@ -185,6 +185,17 @@ inline constexpr uint64_t kNoticeFromSenderMask =
     kChannelFieldsMask | (uint64_t{kMaxPurpose & ~3u} << kPurposeShift) | ((uint64_t{1} << kSenderBits) - 1);
 inline constexpr uint32_t kMaxInternalValue = (1u << 26) - 1;
 uint64_t internal(uint32_t channel, uint32_t purpose, uint32_t value, uint32_t sender);
+// The desync report of a timed-out collective (engine/desync_report.cpp):
+// a request asks the receiver what it is doing in the group (value: the
+// asker's query number), and the reply (same value) says so in text.
+inline constexpr uint32_t kStatusRequest = 4;
+inline constexpr uint32_t kStatusReply = 5;
+// Kind and purpose: every internal message of one purpose, whatever its
+// channel, value and sender.
+inline constexpr uint64_t kPurposeMask = (uint64_t{3} << kKindShift) | (uint64_t{kMaxPurpose} << kPurposeShift);
+constexpr uint32_t internalValue(uint64_t internalTag) {
+  return static_cast<uint32_t>((internalTag >> kSenderBits) & kMaxInternalValue);
+}
 
 // Number of bits needed to write every value below `count` (0 for 1).
 constexpr uint32_t bitsFor(uint32_t count) {

@@ -116,6 +116,11 @@ class Transport {
   virtual std::vector<PeerFailure> takeFailedPeers() { return {}; }
   // Whether takeFailedPeers() has something; callable from any thread.
   virtual bool hasFailedPeers() const { return false; }
+  // The job's key (see UcxTransport): every tag this transport sends,
+  // receives or probes for is combined with it, so that a message sent
+  // with another key matches nothing here. Driver thread; only while no
+  // transfer is in flight.
+  virtual void setJobKey(uint64_t /*key*/) {}
   // Called (on any thread) when a failure is queued for takeFailedPeers(),
   // so that an idle engine takes it at once. Set before the first connect.
   virtual void setFailureListener(std::function<void()> /*listener*/) {}

@@ -92,13 +92,14 @@ void sendDone(void* request, ucs_status_t status, void* userData) {
 }
 
 void recvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* userData) {
+  auto& transfer = *static_cast<Transfer*>(userData);
   TransferResult result = resultOf(status);
   if (info != nullptr && status != UCS_ERR_CANCELED) {
     result.length = info->length;
-    result.senderTag = info->sender_tag;
+    result.senderTag = info->sender_tag ^ static_cast<UcxTransport*>(transfer.carrier)->jobKey();
   }
   ucp_request_free(request);
-  finish(*static_cast<Transfer*>(userData), result);
+  finish(transfer, result);
 }
 
 }  // namespace
@@ -255,8 +256,9 @@ void UcxTransport::send(PeerHandle peer, uint64_t tag, const void* data, std::si
   transfer.inFlight = true;
   transfer.carrier = this;
   auto* endpoint = static_cast<ucp_ep_h>(peer);
-  ucs_status_ptr_t request = mode == SendMode::Synchronous ? ucp_tag_send_sync_nbx(endpoint, data, bytes, tag, &param)
-                                                           : ucp_tag_send_nbx(endpoint, data, bytes, tag, &param);
+  ucs_status_ptr_t request = mode == SendMode::Synchronous
+                                 ? ucp_tag_send_sync_nbx(endpoint, data, bytes, tag ^ jobKey(), &param)
+                                 : ucp_tag_send_nbx(endpoint, data, bytes, tag ^ jobKey(), &param);
   track(transfer, request, "send");
 }
 
@@ -270,7 +272,7 @@ void UcxTransport::recv(uint64_t tag, uint64_t mask, void* data, std::size_t byt
   param.user_data = &transfer;
   transfer.inFlight = true;
   transfer.carrier = this;
-  track(transfer, ucp_tag_recv_nbx(worker_.get(), data, bytes, tag, mask, &param), "receive");
+  track(transfer, ucp_tag_recv_nbx(worker_.get(), data, bytes, tag ^ jobKey(), mask, &param), "receive");
 }
 
 void UcxTransport::cancel(Transfer& transfer) {
@@ -288,10 +290,10 @@ void UcxTransport::cancel(Transfer& transfer) {
 std::optional<ProbedMessage> UcxTransport::probe(uint64_t tag, uint64_t mask) {
   InsideUcx inside;
   ucp_tag_recv_info_t info{};
-  if (ucp_tag_probe_nb(worker_.get(), tag, mask, 0, &info) == nullptr) {
+  if (ucp_tag_probe_nb(worker_.get(), tag ^ jobKey(), mask, 0, &info) == nullptr) {
     return std::nullopt;
   }
-  return ProbedMessage{info.sender_tag, info.length};
+  return ProbedMessage{info.sender_tag ^ jobKey(), info.length};
 }
 
 std::size_t UcxTransport::discard(uint64_t tag, uint64_t mask) {
@@ -299,7 +301,7 @@ std::size_t UcxTransport::discard(uint64_t tag, uint64_t mask) {
   std::size_t dropped = 0;
   for (;;) {
     ucp_tag_recv_info_t info{};
-    ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), tag, mask, 1, &info);
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), tag ^ jobKey(), mask, 1, &info);
     if (message == nullptr) {
       return dropped;
     }

@@ -74,9 +74,17 @@ class UcxTransport final : public Transport {
   std::vector<PeerFailure> takeFailedPeers() override;
   bool hasFailedPeers() const override { return hasFailedPeers_.load(std::memory_order_acquire); }
   void setFailureListener(std::function<void()> listener) override { failureListener_ = std::move(listener); }
+  // Tags go on the wire XORed with the key. XOR keeps masked matching
+  // intact ((a^k)&m == (b^k)&m exactly when a&m == b&m), and a sender
+  // without the key puts tags on the wire that match none of ours unless it
+  // guesses every bit the receive's mask covers.
+  void setJobKey(uint64_t key) override { jobKey_.store(key, std::memory_order_relaxed); }
+  uint64_t jobKey() const { return jobKey_.load(std::memory_order_relaxed); }
 
  private:
   friend void deferCompletion(Transfer& transfer, const TransferResult& result);
+  // Read by completion callbacks, which may run on UCX's async thread.
+  std::atomic<uint64_t> jobKey_{0};
   friend void endpointFailed(void* transport, ucp_ep_h endpoint, ucs_status_t status);
   void track(Transfer& transfer, ucs_status_ptr_t request, const char* what);
   void closeEndpoints();

@@ -126,6 +126,72 @@ TEST_CASE("engine: each operation fails at its own deadline, naming who did not 
   CHECK_THAT(again, Catch::Matchers::Contains("timed out"));
 }
 
+TEST_CASE("engine: a timed-out collective reports what every rank of its group is doing", "[engine][errors]") {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+    DYNAMIC_SECTION(wireName(wire)) {
+      Cluster cluster(4, wire);
+      auto group = cluster.makeGroup("g");
+      // All four complete barrier #0. Then rank 0 waits in all_gather #1
+      // for ranks 1 and 2; rank 1 is idle (nothing in flight: its progress
+      // thread answers); rank 2 waits in its barrier #1 for rank 1; rank 3's
+      // engine is stopped, so nobody there answers.
+      auto failures = runRanks(
+          4, [&](int rank) { submitCollective(cluster.engine(rank), group[rank], "barrier", barrierBody).wait(); });
+      checkNoFailures(failures);
+      cluster.engine(3).stop();
+      int sink[2] = {0, 0};
+      auto stuck = submitCollective(
+          cluster.engine(2), group[2], "barrier",
+          [&](Collective& c) -> Task {
+            c.begin(tag::Routine::BarrierDissemination);
+            c.recv(1, 0, &sink[1], sizeof(int));
+            co_await c.all();
+          },
+          60s);
+      auto timedOut = submitCollective(
+          cluster.engine(0), group[0], "all_gather",
+          [&](Collective& c) -> Task {
+            c.begin(tag::Routine::AllgatherDirect);
+            c.recv(1, 0, &sink[0], sizeof(int));
+            c.recv(2, 0, &sink[0], sizeof(int));
+            co_await c.all();
+          },
+          300ms);
+      std::string message = messageOf<TimeoutError>([&] { timedOut.wait(); });
+      CHECK_THAT(message, Catch::Matchers::StartsWith("all_gather #1 on group \"g\" (rank 0 of 4, timeout 300 ms) "
+                                                      "timed out: no data from rank(s) [1, 2]; what the ranks of "
+                                                      "the group are doing:\n"
+                                                      "  rank 0 (this rank): last completed collective #0; in "
+                                                      "all_gather #1 (direct algorithm), no data from rank(s) [1, 2]\n"
+                                                      "  rank 1: last completed collective #0; in no collective of "
+                                                      "this group\n"
+                                                      "  rank 2: last completed collective #0; in barrier #1 "
+                                                      "(dissemination algorithm), no data from rank(s) [1]\n"
+                                                      "  rank 3: no answer within 1000 ms"));
+      CHECK_FALSE(stuck.done());
+      submitCollective(cluster.engine(1), group[1], "barrier", [&](Collective& c) -> Task {
+        c.begin(tag::Routine::BarrierDissemination);
+        c.send(2, 0, &sink[0], sizeof(int));
+        co_await c.all();
+      }).wait();
+      stuck.wait();  // rank 2 was only waiting for rank 1, as its answer said
+    }
+  }
+}
+
+TEST_CASE("engine: a process keeps its job key while it has groups", "[engine][errors]") {
+  Cluster cluster(2, Wire::Ucx);
+  cluster.engine(0).useJobKey(7);
+  cluster.engine(1).useJobKey(7);
+  auto group = cluster.makeGroup("g");
+  cluster.engine(0).useJobKey(7);  // the same job: fine
+  auto first = submitCollective(cluster.engine(0), group[0], "barrier", barrierBody);
+  submitCollective(cluster.engine(1), group[1], "barrier", barrierBody).wait();
+  first.wait();
+  CHECK_THAT(messageOf<Error>([&] { cluster.engine(0).useJobKey(8); }),
+             Catch::Matchers::Contains("this process still has ucxcoll groups of another job"));
+}
+
 TEST_CASE("engine: an exception in a body fails its operation and the group", "[engine][errors]") {
   Cluster cluster(1, Wire::Loopback);
   auto group = cluster.makeGroup("g");

@@ -243,6 +243,49 @@ TEST_CASE("transport: probe sees an unmatched message without taking it; discard
   }
 }
 
+TEST_CASE("transport: with a job key, only messages sent under the same key match", "[transport][errors]") {
+  Pair pair(Wire::Ucx);
+  pair.a->setJobKey(0x0123456789abcdefULL);
+  pair.b->setJobKey(0x0123456789abcdefULL);
+  const uint64_t sent = tag::pointToPoint(1, 42, 7);
+  int value = 1, received = 0;
+  {
+    Recorded send, recv;
+    pair.b->recv(tag::pointToPoint(1, 42, 0), tag::kMatchAnySender, &received, sizeof(received), recv);
+    pair.a->send(pair.aToB, sent, &value, sizeof(value), SendMode::Standard, send);
+    REQUIRE(pair.progressUntil([&] { return send.ended && recv.ended; }));
+    CHECK(received == 1);
+    CHECK(recv.result.senderTag == sent);  // the receiver sees the tag as sent, not as on the wire
+  }
+  // A sender with another key (a process outside the job that learned the
+  // worker's address): neither an exact nor a masked receive takes its
+  // message, nor does a probe for its tag see it.
+  pair.a->setJobKey(0xfedcba9876543210ULL);
+  value = 2;
+  Recorded send, exact, anySender;
+  int exactBuffer = 0;
+  pair.b->recv(sent, tag::kMatchAll, &exactBuffer, sizeof(exactBuffer), exact);
+  pair.b->recv(tag::pointToPoint(1, 42, 0), tag::kMatchAnySender, &received, sizeof(received), anySender);
+  pair.a->send(pair.aToB, sent, &value, sizeof(value), SendMode::Standard, send);
+  REQUIRE(pair.progressUntil([&] { return send.ended; }));
+  pair.progressFor(std::chrono::milliseconds(100));
+  CHECK_FALSE(exact.ended);
+  CHECK_FALSE(anySender.ended);
+  CHECK_FALSE(pair.b->probe(sent, tag::kMatchAll).has_value());
+  CHECK(received == 1);
+  // It is there, under a tag that is none of ours; dropping it is all
+  // that can happen to it.
+  auto stray = pair.b->probe(0, 0);
+  REQUIRE(stray.has_value());
+  CHECK(stray->senderTag != sent);
+  CHECK(pair.b->discard(0, 0) == 1);
+  pair.b->cancel(exact);
+  pair.b->cancel(anySender);
+  REQUIRE(pair.progressUntil([&] { return exact.ended && anySender.ended; }));
+  CHECK(exact.result.status == TransferStatus::Canceled);
+  CHECK(anySender.result.status == TransferStatus::Canceled);
+}
+
 TEST_CASE("transport: a canceled receive ends Canceled", "[transport]") {
   for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
     Pair pair(wire);

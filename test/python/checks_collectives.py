@@ -4,6 +4,7 @@ errors every rank must get before anything is sent. Run at world sizes 1-5
 by test_collectives.py.
 """
 
+import time
 from datetime import timedelta
 
 import torch
@@ -480,5 +481,43 @@ def error_timeout_names_the_missing_rank(ctx: Context) -> None:
         lambda: dist.all_reduce(torch.ones(4), group=group),
     )
     expect_error(dist.DistBackendError, ["failed earlier", "timed out"], lambda: dist.all_reduce(torch.ones(4), group=group))
+
+
+@check(min_world=2)
+def error_timeout_reports_what_every_rank_is_doing(ctx: Context) -> None:
+    # Only rank 0 has a short deadline: when it asks, the others are still
+    # where the test put them (rank 1 in a recv, the rest idle in Python).
+    group = dist.new_group(backend="ucxcoll", timeout=timedelta(seconds=2 if ctx.rank == 0 else 6))
+    dist.all_reduce(torch.ones(4), group=group)  # collective #0, completed everywhere
+    if ctx.rank == 0:
+        fragments = [
+            "all_reduce #1 on group",
+            "timeout 2000 ms) timed out: no data from rank(s) [",
+            "; what the ranks of the group are doing:\n"
+            "  rank 0 (this rank): last completed collective #0; in all_reduce #1 (SUM, ",
+            " algorithm), 4 MiB of float32, no data from rank(s) [",
+            "\n  rank 1: last completed collective #0; in no collective of this group; "
+            "point-to-point in flight: recv #0 from rank 0 (tag 7)",
+        ]
+        if ctx.world > 2:
+            others = "rank 2" if ctx.world == 3 else f"ranks 2-{ctx.world - 1}"
+            fragments.append(f"\n  {others}: last completed collective #0; in no collective of this group")
+        expect_error(dist.DistBackendError, fragments, lambda: dist.all_reduce(torch.ones(1 << 20), group=group))
+    elif ctx.rank == 1:
+        expect_error(
+            dist.DistBackendError,
+            [
+                "recv #0 from rank 0 (tag 7)",
+                "timeout 6000 ms) timed out: no data from rank(s) [0]; what the ranks of the group are doing:\n"
+                "  rank 1 (this rank): last completed collective #0; in no collective of this group; "
+                "point-to-point in flight: recv #0 from rank 0 (tag 7)",
+                "\n  rank 0: last completed collective #0; in no collective of this group; this group failed: "
+                "all_reduce #1 on group",
+            ],
+            lambda: dist.recv(torch.zeros(2), src=0, group=group, tag=7),
+        )
+    else:
+        time.sleep(3)
+    dist.barrier(group=ctx.gloo)  # rank 1 is late by design: the next check starts together
 
 

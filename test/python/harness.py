@@ -8,6 +8,7 @@ results.
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -19,9 +20,21 @@ REPO = HERE.parent.parent
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a store that is free now and stays free until the store
+    binds it: below the kernel's ephemeral range (32768-60999 by default),
+    where UCX's listeners and every bind to port 0 take theirs, so that the
+    ranks of a test running meanwhile cannot take it first (seen:
+    EADDRINUSE)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def run_processes(commands, timeout: float, env=None):
