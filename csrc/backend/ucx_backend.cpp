@@ -193,12 +193,11 @@ void describeOutput(const c10::IValue& result, Operation& op) {
       }
     }
   };
-  if (result.isTensorList()) {
-    for (const auto& tensor : result.toTensorVector())
-      note(tensor);
-  } else if (result.isList()) {
-    for (const auto& inner : result.toListRef())
-      describeOutput(inner, op);
+  // toListRef() reads the list in place; toTensorVector() would copy it on
+  // every operation.
+  if (result.isList()) {  // tensors, or lists of tensors
+    for (const auto& element : result.toListRef())
+      describeOutput(element, op);
   } else if (result.isTensor()) {
     note(result.toTensor());
   }

@@ -78,13 +78,14 @@ int UcxWork::sourceRank() const {
 
 std::vector<at::Tensor> UcxWork::result() {
   std::vector<at::Tensor> tensors;
-  if (result_.isTensorList()) {
-    for (const auto& tensor : result_.toTensorVector())
-      tensors.push_back(tensor);
-  } else if (result_.isList()) {  // list of lists (all_gather)
-    for (const auto& inner : result_.toListRef()) {
-      for (const auto& tensor : inner.toTensorVector())
-        tensors.push_back(tensor);
+  if (result_.isList()) {  // tensors, or lists of tensors (all_gather)
+    for (const auto& element : result_.toListRef()) {
+      if (element.isTensor()) {
+        tensors.push_back(element.toTensor());
+      } else if (element.isList()) {
+        for (const auto& inner : element.toListRef())
+          tensors.push_back(inner.toTensor());
+      }
     }
   }
   return tensors;
