@@ -300,6 +300,7 @@ void Engine::serviceWhileIdle() {
   ++depth_;
   step();
   answerStatusRequests();
+  dropStrayMessages(Clock::now());
   --depth_;
 }
 

@@ -106,7 +106,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, Threading threading)
       threading_(threading),
       ownerPid_(getpid()),
       spinMicroseconds_(config().spinMicroseconds),
-      channelInUse_(tag::kMaxChannel + 1, false) {
+      channels_(tag::kMaxChannel + 1, ChannelState::NeverOpened) {
   transport_->setFailureListener([this] { wakeDriver(); });
   if (threading_ == Threading::ProgressThread) {
     thread_ = std::thread([this] { progressThreadMain(); });
@@ -778,6 +778,7 @@ void Engine::housekeeping(Clock::time_point now) {
     }
   }
   answerStatusRequests();
+  dropStrayMessages(now);
 }
 
 void Engine::abortAll(const std::string& why) {
@@ -825,8 +826,9 @@ uint32_t Engine::openChannel() {
     for (uint32_t tried = 0; tried < tag::kMaxChannel; ++tried) {
       uint32_t channel = nextChannel_;
       nextChannel_ = nextChannel_ == tag::kMaxChannel ? 1 : nextChannel_ + 1;
-      if (!channelInUse_[channel]) {
-        channelInUse_[channel] = true;
+      if (channels_[channel] != ChannelState::Open) {
+        channels_[channel] = ChannelState::Open;
+        strayRangesStale_ = true;
         // Messages an earlier group with this number never received.
         std::size_t dropped = transport_->discard(uint64_t{channel} << tag::kChannelShift,
                                                   tag::kChannelFieldsMask & ~(uint64_t{3} << tag::kKindShift));
@@ -842,7 +844,10 @@ uint32_t Engine::openChannel() {
 }
 
 void Engine::releaseChannel(uint32_t channel) {
-  runOnDriver([this, channel] { channelInUse_.at(channel) = false; });
+  runOnDriver([this, channel] {
+    channels_.at(channel) = ChannelState::Closed;
+    strayRangesStale_ = true;
+  });
 }
 
 namespace {
@@ -1046,7 +1051,8 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
         transfers.push_back(transfer->serial_);
       }
       owner_.abortEach(transfers, "the process group was shut down");
-      owner_.channelInUse_.at(group.channel()) = false;
+      owner_.channels_.at(group.channel()) = ChannelState::Closed;
+      owner_.strayRangesStale_ = true;
       co_return;
     }
 

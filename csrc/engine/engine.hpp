@@ -120,6 +120,19 @@ class Engine {
   // AbortedError(reason), then close it.
   void abortGroup(const std::shared_ptr<Group>& group, const std::string& reason);
 
+  // Messages this engine dropped because no group of this process can ever
+  // receive them (see dropStrayMessages): `foreign` ones decode to a channel
+  // this process never opened or to no kind of ours (sent under another job
+  // key, or by a process outside the job); `late` ones are addressed to a
+  // group this process has closed. Any thread.
+  struct DroppedMessages {
+    uint64_t foreign = 0;
+    uint64_t late = 0;
+  };
+  DroppedMessages droppedMessages() const {
+    return {foreignMessages_.load(std::memory_order_relaxed), lateMessages_.load(std::memory_order_relaxed)};
+  }
+
   // A watched peer process has died (called by the peer watch's thread,
   // or by tests): the driver fails the groups it belonged to.
   void notePeerDied(const ProcessIdentity& process);
@@ -243,6 +256,11 @@ class Engine {
   // while nothing is in flight.
   void serviceWhileIdle();
 
+  // ---- Stray messages (stray_messages.cpp) --------------------------------
+  // At most once per kStraySweepPeriod: drop (and log) the messages waiting
+  // in the transport that no group of this process can receive.
+  void dropStrayMessages(Clock::time_point now);
+
   // Called by operations (driver thread).
   friend class Operation;
   void schedule(Operation& op) { ready_.push_back(&op); }
@@ -274,6 +292,8 @@ class Engine {
   std::atomic<int> spinMicroseconds_;
   std::vector<ProcessIdentity> deadProcesses_;  // guarded by mutex_: reported, not handled yet
   std::atomic<bool> peerDeathPending_{false};
+  std::atomic<uint64_t> foreignMessages_{0};
+  std::atomic<uint64_t> lateMessages_{0};
 
   // The watch over peer processes, made with the first group that has a
   // peer on this host.
@@ -288,7 +308,19 @@ class Engine {
   std::vector<Operation*> runningCollectives_;
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
   Clock::time_point nextHousekeeping_{};
-  std::vector<bool> channelInUse_;
+  // What became of each channel number in this process (index: channel).
+  enum class ChannelState : uint8_t { NeverOpened, Open, Closed };
+  std::vector<ChannelState> channels_;
+  // The channel ranges that dropStrayMessages sweeps, rebuilt when a channel
+  // opens or closes.
+  struct StrayRange {
+    uint32_t first;  // aligned to 2^bits
+    uint32_t bits;
+    bool foreign;  // never opened (else: closed)
+  };
+  std::vector<StrayRange> strayRanges_;
+  bool strayRangesStale_ = true;
+  Clock::time_point nextStraySweep_{};
   std::vector<std::weak_ptr<Group>> groups_;    // live groups, to fail when a peer dies
   std::vector<ProcessIdentity> goneProcesses_;  // every peer process seen dead
   uint32_t nextChannel_ = 1;

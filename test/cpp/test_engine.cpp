@@ -7,9 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -190,6 +193,109 @@ TEST_CASE("engine: a process keeps its job key while it has groups", "[engine][e
   first.wait();
   CHECK_THAT(messageOf<Error>([&] { cluster.engine(0).useJobKey(8); }),
              Catch::Matchers::Contains("this process still has ucxcoll groups of another job"));
+}
+
+// What the process writes to stderr (the log) while alive.
+class CapturedStderr {
+ public:
+  CapturedStderr() : file_(std::tmpfile()), saved_(::dup(STDERR_FILENO)) {
+    std::fflush(stderr);
+    ::dup2(::fileno(file_), STDERR_FILENO);
+  }
+  ~CapturedStderr() { restore(); }
+  std::string text() {
+    restore();
+    std::string all;
+    std::rewind(file_);
+    for (int c = std::fgetc(file_); c != EOF; c = std::fgetc(file_)) {
+      all.push_back(static_cast<char>(c));
+    }
+    return all;
+  }
+
+ private:
+  void restore() {
+    if (saved_ >= 0) {
+      ::dup2(saved_, STDERR_FILENO);
+      ::close(saved_);
+      saved_ = -1;
+    }
+  }
+  std::FILE* file_;
+  int saved_;
+};
+
+struct SendRecord final : Transfer {
+  std::atomic<bool> ended{false};
+  void transferDone(const TransferResult&) override { ended = true; }
+};
+
+TEST_CASE("engine: messages from outside the job are dropped and logged, and never reach a group", "[engine][errors]") {
+  constexpr uint64_t kJobKey = 0x0123456789abcdefULL;
+  Cluster cluster(2, Wire::Ucx);
+  cluster.engine(0).useJobKey(kJobKey);
+  cluster.engine(1).useJobKey(kJobKey);
+  auto closed = cluster.makeGroup("closed");
+  const uint32_t closedChannel = closed[1]->channel();
+  cluster.engine(1).closeGroup(closed[1], true);
+  auto group = cluster.makeGroup("g");
+  const uint64_t sequence = group[1]->issued();
+
+  // A process that learned rank 1's worker address but not the job key
+  // sends poison under the very tags of the group's next collective (rank 0
+  // to rank 1, and rank 1 to itself), and under a few others.
+  UcxTransport outsider;
+  outsider.setJobKey(~kJobKey);
+  PeerHandle toRank1 = outsider.connect(cluster.engine(1).address(), PeerLocation::ThisHost);
+  const tag::CollectiveLayout& layout = group[1]->layout();
+  const uint32_t channel = group[1]->channel();
+  const int poison = -1;
+  std::vector<uint64_t> tags = {layout.make(channel, tag::Routine::AllgatherDirect, sequence, 0, 0),
+                                layout.make(channel, tag::Routine::AllgatherDirect, sequence, 0, 1),
+                                tag::pointToPoint(channel, 0, 0), 0, ~uint64_t{0}};
+  std::vector<SendRecord> sends(tags.size() + 1);
+  for (std::size_t i = 0; i < tags.size(); ++i) {
+    outsider.send(toRank1, tags[i], &poison, sizeof(poison), SendMode::Standard, sends[i]);
+  }
+  // One that knows the key, to the group rank 1 has closed: a late message.
+  outsider.setJobKey(kJobKey);
+  outsider.send(toRank1, tag::pointToPoint(closedChannel, 0, 0), &poison, sizeof(poison), SendMode::Standard,
+                sends.back());
+  auto giveUp = Clock::now() + 10s;
+  while (!std::all_of(sends.begin(), sends.end(), [](const SendRecord& s) { return s.ended.load(); })) {
+    REQUIRE(Clock::now() < giveUp);
+    outsider.progress();
+  }
+
+  CapturedStderr log;
+  // The group's data is its own.
+  std::array<int, 2> gathered0{}, gathered1{};
+  auto gather = [&](int rank, std::array<int, 2>& out) {
+    return submitCollective(cluster.engine(rank), group[rank], "all_gather", [&out, rank](Collective& c) -> Task {
+      c.begin(tag::Routine::AllgatherDirect);
+      out[rank] = 10 + rank;
+      c.send(1 - rank, 0, &out[rank], sizeof(int));
+      c.recv(1 - rank, 0, &out[1 - rank], sizeof(int));
+      co_await c.all();
+    });
+  };
+  auto first = gather(0, gathered0);
+  gather(1, gathered1).wait();
+  first.wait();
+  CHECK(gathered0 == std::array<int, 2>{10, 11});
+  CHECK(gathered1 == std::array<int, 2>{10, 11});
+
+  // Within a sweep or two (about a second each), rank 1 drops all of them.
+  giveUp = Clock::now() + 10s;
+  while (cluster.engine(1).droppedMessages().foreign < tags.size() || cluster.engine(1).droppedMessages().late < 1) {
+    REQUIRE(Clock::now() < giveUp);
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(cluster.engine(1).droppedMessages().foreign == tags.size());
+  CHECK(cluster.engine(1).droppedMessages().late == 1);
+  CHECK(cluster.engine(0).droppedMessages().foreign == 0);
+  CHECK_THAT(log.text(), Catch::Matchers::Contains("message(s) that no group of this process can receive: their "
+                                                   "tags decode to no channel or kind of ours"));
 }
 
 TEST_CASE("engine: an exception in a body fails its operation and the group", "[engine][errors]") {
