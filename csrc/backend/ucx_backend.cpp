@@ -32,7 +32,7 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
     TORCH_CHECK_VALUE(false, "ucxcoll: ", invalid.what());
   }
   try {
-    engine_ = Engine::acquire(networkDevicesFor(jobLocation(store)));
+    engine_ = Engine::acquire([&store] { return networkDevicesFor(jobLocation(store)); });
     engine_->useJobKey(jobKey(store));
     group_ = setUpGroup(store, rank, size);
   } catch (const c10::Error&) {

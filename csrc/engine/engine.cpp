@@ -64,7 +64,7 @@ Task Engine::ControlOperation::run() {
 
 // ---- Process-wide engine --------------------------------------------------
 
-std::shared_ptr<Engine> Engine::acquire(const std::string& networkDevices) {
+std::shared_ptr<Engine> Engine::acquire(const std::function<std::string()>& networkDevices) {
   std::lock_guard<std::mutex> lock(registryMutex());
   static pid_t registeredPid = 0;
   if (registeredPid != getpid()) {
@@ -76,7 +76,7 @@ std::shared_ptr<Engine> Engine::acquire(const std::string& networkDevices) {
   }
   auto engine = liveEngine().lock();
   if (!engine) {
-    engine = std::make_shared<Engine>(std::make_unique<UcxTransport>(networkDevices));
+    engine = std::make_shared<Engine>(std::make_unique<UcxTransport>(networkDevices ? networkDevices() : ""));
     liveEngine() = engine;
   }
   return engine;

@@ -75,10 +75,11 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // The engine of this process over UCX, created on first use (with
-  // `networkDevices` for UCX_NET_DEVICES, see transport/network_devices.hpp;
-  // later calls get the existing engine). Groups hold the returned pointer;
-  // it shuts down when the last group lets go.
-  static std::shared_ptr<Engine> acquire(const std::string& networkDevices = "");
+  // `networkDevices()` for UCX_NET_DEVICES, see transport/network_devices.hpp;
+  // it may resolve the store's host, so later calls, which get the existing
+  // engine, do not call it). Groups hold the returned pointer; it shuts down
+  // when the last group lets go.
+  static std::shared_ptr<Engine> acquire(const std::function<std::string()>& networkDevices = {});
 
   const std::vector<uint8_t>& address() const { return address_; }
 
