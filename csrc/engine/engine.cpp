@@ -897,28 +897,40 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
         gone.push_back(peer);
       }
     }
-    auto throwIfGone = [&](const std::string& when) {
-      if (!gone.empty()) {
-        throw PeerGoneError(describeRanks(*group, gone) + " died " + when + " " + exitedOnThisHost(gone.size()));
+    // A peer already dead does not make the setup throw: the group is made
+    // failed instead, and its first operation raises naming the rank. Ranks
+    // whose setup finished before the death learn of it at their first
+    // operation too, so every survivor leaves init_process_group alike; an
+    // init that raised on some ranks only would leave torch's group
+    // numbering different on them, and their next init_process_group (the
+    // recovery) would wait for each other under different store keys.
+    const bool goneBefore = !gone.empty();
+    for (std::size_t peer = 0; peer < addresses.size(); ++peer) {
+      const int peerRank = static_cast<int>(peer);
+      if (std::find(gone.begin(), gone.end(), peerRank) != gone.end()) {
+        group->peers_.push_back(nullptr);  // never used: the group is failed
+        continue;
       }
-    };
-    throwIfGone("before the group was set up");
-    try {
-      for (std::size_t peer = 0; peer < addresses.size(); ++peer) {
-        const bool remote = peer < onOtherHost.size() && onOtherHost[peer];
+      const bool remote = peer < onOtherHost.size() && onOtherHost[peer];
+      try {
         group->peers_.push_back(
             transport_->connect(addresses[peer], remote ? PeerLocation::OtherHost : PeerLocation::ThisHost));
-      }
-    } catch (const Error&) {
-      // A peer that exits while we connect takes its shared memory along,
-      // and UCX says only that: name the dead rank instead.
-      for (int peer = 0; peer < size; ++peer) {
-        if (peer != rank && group->process(peer).known() && !processAlive(group->process(peer))) {
-          gone.push_back(peer);
+      } catch (const Error&) {
+        // A peer that exits while we connect takes its shared memory along,
+        // and UCX says only that: name the dead rank instead.
+        if (peerRank == rank || !group->process(peerRank).known() || processAlive(group->process(peerRank))) {
+          throw;
         }
+        gone.push_back(peerRank);
+        group->peers_.push_back(nullptr);
       }
-      throwIfGone("while the group was being set up");
-      throw;
+    }
+    if (!gone.empty()) {
+      std::sort(gone.begin(), gone.end());
+      group->deadRanks_ = gone;
+      group->setFailure(describeRanks(*group, gone) + " died " +
+                        (goneBefore ? "before the group was set up " : "while the group was being set up ") +
+                        exitedOnThisHost(gone.size()));
     }
     std::erase_if(groups_, [](const std::weak_ptr<Group>& weak) { return weak.expired(); });
     groups_.push_back(group);

@@ -525,15 +525,21 @@ TEST_CASE("engine: a watched peer's death fails the group's pending and later op
         }).empty());
 }
 
-TEST_CASE("engine: a group whose peer is already dead is not set up", "[engine][peers]") {
+TEST_CASE("engine: a group whose peer is already dead is set up failed, and its first operation names the rank",
+          "[engine][peers]") {
   ProcessIdentity dead;
   {
     SleepingChild child;
     dead = child.identity();
   }
   Cluster cluster(2, Wire::Loopback);
-  REQUIRE_THROWS_MATCHES(cluster.makeGroup("g", {0, 1}, {thisProcess(), dead}), PeerGoneError,
-                         Catch::Matchers::Message("rank 1 (pid " + std::to_string(dead.pid) +
-                                                  ") died before the group was set up (its process on this host "
-                                                  "exited)"));
+  auto group = cluster.makeGroup("g", {0, 1}, {thisProcess(), dead});
+  const std::string cause = "rank 1 (pid " + std::to_string(dead.pid) +
+                            ") died before the group was set up (its process on this host exited)";
+  REQUIRE(group[0]->failed());
+  CHECK(group[0]->failure() == cause);
+  auto barrier = submitCollective(cluster.engine(0), group[0], "barrier", barrierBody);
+  CHECK(messageOf<Error>([&] { barrier.wait(); }) ==
+        "barrier #0 on group \"g\" (rank 0 of 2, timeout 120000 ms) was not run: this process group failed earlier: " +
+            cause);
 }
