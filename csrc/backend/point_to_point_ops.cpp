@@ -54,14 +54,16 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runTransfer(c10d::OpType opType, cons
                                                        MakeTransfer make) {
   engine_->destroyRetired();  // before any lock: may free tensors
   FutureCompleter::instance().destroyRetired();
-  checkUsable(opName);
+  std::shared_ptr<Group> group;
   {
     std::lock_guard<std::mutex> lock(submitMutex_);
+    checkUsable(*group_, opName);
     TORCH_CHECK(!closed_, "ucxcoll: ", opName, " called on a process group that was shut down");
+    group = group_;
   }
   uint64_t number = transfers_.fetch_add(1);
   const std::chrono::milliseconds timeout = timeout_.load();
-  std::unique_ptr<TensorTransfer> op = make(number, timeout);
+  std::unique_ptr<TensorTransfer> op = make(std::move(group), number, timeout);
   auto work = makeWork(*op, opType, opName, std::move(result), tensorListType(), number);
   op->reportTo(work);
   // Started right away when possible; waiting on the Work then drives.
@@ -75,10 +77,11 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::send(std::vector<at::Tensor>& tensors
   checkPeer(op, dstRank, size_, "destination");
   checkTag(op, tag);
   at::Tensor tensor = tensors[0];
-  return runTransfer(c10d::OpType::SEND, op, c10::IValue(tensors), [&](uint64_t number, auto timeout) {
-    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Send, group_, dstRank, tag, tensor, number,
-                                            timeout);
-  });
+  return runTransfer(c10d::OpType::SEND, op, c10::IValue(tensors),
+                     [&](std::shared_ptr<Group> group, uint64_t number, auto timeout) {
+                       return std::make_unique<TensorTransfer>(PointToPoint::Direction::Send, std::move(group), dstRank,
+                                                               tag, tensor, number, timeout);
+                     });
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
@@ -87,10 +90,11 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::recv(std::vector<at::Tensor>& tensors
   checkPeer(op, srcRank, size_, "source");
   checkTag(op, tag);
   at::Tensor tensor = tensors[0];
-  return runTransfer(c10d::OpType::RECV, op, c10::IValue(tensors), [&](uint64_t number, auto timeout) {
-    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, group_, srcRank, tag, tensor, number,
-                                            timeout);
-  });
+  return runTransfer(c10d::OpType::RECV, op, c10::IValue(tensors),
+                     [&](std::shared_ptr<Group> group, uint64_t number, auto timeout) {
+                       return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, std::move(group),
+                                                               srcRank, tag, tensor, number, timeout);
+                     });
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
@@ -98,10 +102,11 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::recvAnysource(std::vector<at::Tensor>
   checkSingleTensor(op, tensors, "tensor");
   checkTag(op, tag);
   at::Tensor tensor = tensors[0];
-  return runTransfer(c10d::OpType::RECVANYSOURCE, op, c10::IValue(tensors), [&](uint64_t number, auto timeout) {
-    return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, group_, PointToPoint::kAnySource, tag,
-                                            tensor, number, timeout);
-  });
+  return runTransfer(c10d::OpType::RECVANYSOURCE, op, c10::IValue(tensors),
+                     [&](std::shared_ptr<Group> group, uint64_t number, auto timeout) {
+                       return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, std::move(group),
+                                                               PointToPoint::kAnySource, tag, tensor, number, timeout);
+                     });
 }
 
 }  // namespace ucxcoll

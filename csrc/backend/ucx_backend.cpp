@@ -164,7 +164,7 @@ void UcxBackend::unregisterCompletionHook(int64_t hookId) {
 void UcxBackend::abort() {
   abortHooks_->run("the process group is being aborted");
   if (engine_) {
-    engine_->abortGroup(group_, "the process group was aborted");
+    engine_->abortGroup(group(), "the process group was aborted");
   }
   shutdown();
 }
@@ -173,11 +173,16 @@ std::chrono::milliseconds UcxBackend::effectiveTimeout(std::chrono::milliseconds
   return requested == c10d::kUnsetTimeout ? timeout_.load() : requested;
 }
 
-void UcxBackend::checkUsable(const char* opName) {
-  if (group_->failed()) {
+void UcxBackend::checkUsable(const Group& group, const char* opName) {
+  if (group.failed()) {
     std::rethrow_exception(backendError(std::string("ucxcoll: ") + opName +
-                                        " refused: this process group failed earlier: " + group_->failure()));
+                                        " refused: this process group failed earlier: " + group.failure()));
   }
+}
+
+std::shared_ptr<Group> UcxBackend::group() const {
+  std::lock_guard<std::mutex> lock(submitMutex_);
+  return group_;
 }
 
 namespace {
@@ -229,12 +234,12 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runCollective(c10d::OpType opType, co
   // Before taking any lock: this may free tensors and take the GIL.
   engine_->destroyRetired();
   FutureCompleter::instance().destroyRetired();
-  checkUsable(opName);
   const std::chrono::milliseconds timeout = effectiveTimeout(requestedTimeout);
   // Held until the collective is handed over, so that the group's
   // collectives reach the engine in the order of their sequence numbers;
   // released before driving, so that completion callbacks may submit.
   std::unique_lock<std::mutex> lock(submitMutex_);
+  checkUsable(*group_, opName);
   TORCH_CHECK(!closed_, "ucxcoll: ", opName, " called on a process group that was shut down");
   uint64_t sequence = group_->takeSequence();
   auto op = std::make_unique<Collective>(group_, sequence, opName, timeout, std::move(body), workspace_);

@@ -128,7 +128,7 @@ class UcxBackend : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
-  uint64_t getSequenceNumberForGroup() override { return group_->issued(); }
+  uint64_t getSequenceNumberForGroup() override { return group()->issued(); }
   void setTimeout(std::chrono::milliseconds timeout) override;
 
   // ---- Subgroups and options (ucx_backend.cpp) ----------------------------
@@ -183,7 +183,7 @@ class UcxBackend : public c10d::Backend {
 #endif
 
   uint32_t channel() const {
-    return group_->channel();
+    return group()->channel();
   }
 
  private:
@@ -193,7 +193,7 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> runCollective(c10d::OpType opType, const char* opName,
                                                std::chrono::milliseconds requestedTimeout, bool asyncOp,
                                                c10::IValue result, c10::TypePtr resultType, Collective::Body body);
-  // Hand over a point-to-point transfer built by `make(number, timeout)`.
+  // Hand over a point-to-point transfer built by `make(group, number, timeout)`.
   template <typename MakeTransfer>
   c10::intrusive_ptr<c10d::Work> runTransfer(c10d::OpType opType, const char* opName, c10::IValue result,
                                              MakeTransfer make);
@@ -217,14 +217,16 @@ class UcxBackend : public c10d::Backend {
                                                  c10::TypePtr resultType);
   // Agree on a group with `size` ranks through `store` and connect to them.
   std::shared_ptr<Group> setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size);
-  // Refuse (fail fast) once the group failed or was shut down.
-  void checkUsable(const char* opName);
+  // Refuse (fail fast) once the group failed. Called with submitMutex_ held.
+  static void checkUsable(const Group& group, const char* opName);
+  // The current group (reconfigure() replaces it).
+  std::shared_ptr<Group> group() const;
 
   std::string groupName_;
   c10::intrusive_ptr<Options> options_;  // what getBackendOptions() returns
   std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<Engine> engine_;
-  std::shared_ptr<Group> group_;
+  std::shared_ptr<Group> group_;           // replaced by reconfigure() under submitMutex_
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; reconfigure() sets up new groups through it
   // "ucxcoll:<global rank>:<random>": names this member in reconfigure().
   std::string reconfigureHandle_;
@@ -233,7 +235,7 @@ class UcxBackend : public c10d::Backend {
   std::shared_ptr<AbortHooks> abortHooks_ = std::make_shared<AbortHooks>();
   std::shared_ptr<CompletionListeners> completionListeners_ = std::make_shared<CompletionListeners>();
 
-  std::mutex submitMutex_;              // makes "take a sequence number, submit" atomic
+  mutable std::mutex submitMutex_;      // makes "take a sequence number, submit" atomic
   bool closed_ = false;                 // guarded by submitMutex_
   std::atomic<uint64_t> transfers_{0};  // point-to-point numbering, for messages
 
