@@ -10,6 +10,7 @@
 #include "common/config.hpp"
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "common/parked.hpp"
 #include "transport/ucx_transport.hpp"
 
 namespace ucxcoll {
@@ -122,8 +123,8 @@ Engine::~Engine() {
     if (thread_.joinable()) {
       thread_.detach();
     }
-    [[maybe_unused]] auto* leaked = transport_.release();
-    [[maybe_unused]] auto* watch = peerWatch_.release();
+    parkUntilExit(std::move(transport_));
+    parkUntilExit(std::move(peerWatch_));
     return;
   }
   stop();
@@ -135,12 +136,12 @@ Engine::~Engine() {
     // requests in use. Leave the transport, and the operations whose
     // buffers it may still touch, to the end of the process.
     UCXCOLL_DEBUG("engine destroyed with transfers in flight; leaving its transport to process exit");
-    [[maybe_unused]] auto* transport = transport_.release();
+    parkUntilExit(std::move(transport_));
     for (auto& zombie : zombies_) {
-      [[maybe_unused]] auto* leaked = zombie.release();
+      parkUntilExit(std::move(zombie));
     }
     for (auto& [serial, op] : inFlight_) {
-      [[maybe_unused]] auto* leaked = op.release();
+      parkUntilExit(std::move(op));
     }
   }
   // The transport goes first: closing it may still end transfers, whose
@@ -816,6 +817,19 @@ void Engine::useJobKey(uint64_t key) {
           "this process still has ucxcoll groups of another job (set up through a different store); destroy them "
           "(dist.destroy_process_group()) before joining a new job");
     }
+    if (jobKey_) {
+      // With no group alive, whatever waits here is a late message of the
+      // job this process leaves (its peers learn this process's address
+      // for the new job only after this): drop it now, while its tag still
+      // decodes as the old job's.
+      while (transport_->progress() > 0) {
+      }
+      if (std::size_t late = transport_->discard(0, 0); late > 0) {
+        lateMessages_.fetch_add(late, std::memory_order_relaxed);
+        UCXCOLL_INFO("dropped " << late << " late message(s) of the job this process left");
+      }
+      leftAJob_ = true;
+    }
     transport_->setJobKey(key);
     jobKey_ = key;
   });
@@ -830,8 +844,7 @@ uint32_t Engine::openChannel() {
         channels_[channel] = ChannelState::Open;
         strayRangesStale_ = true;
         // Messages an earlier group with this number never received.
-        std::size_t dropped = transport_->discard(uint64_t{channel} << tag::kChannelShift,
-                                                  tag::kChannelFieldsMask & ~(uint64_t{3} << tag::kKindShift));
+        std::size_t dropped = transport_->discard(tag::channelBlockTag(channel), tag::channelBlockMask(0));
         if (dropped > 0) {
           UCXCOLL_DEBUG("channel " << channel << ": dropped " << dropped << " stale message(s) of an earlier group");
         }

@@ -327,6 +327,7 @@ class Engine {
   uint32_t nextChannel_ = 1;
   uint32_t nextStatusQuery_ = 0;
   std::optional<uint64_t> jobKey_;  // none until the first group
+  bool leftAJob_ = false;           // the key changed since the first group
   int depth_ = 0;                   // nesting of drive() on the driver thread
   bool exitDrain_ = false;          // draining aborted operations at exit
 

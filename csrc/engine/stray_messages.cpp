@@ -35,14 +35,6 @@ namespace {
 constexpr auto kStraySweepPeriod = std::chrono::seconds(1);
 constexpr uint32_t kChannelBits = std::bit_width(tag::kMaxChannel);
 
-// Tags of every kind on the channels [first, first + 2^bits).
-uint64_t rangeTag(uint32_t first) {
-  return uint64_t{first} << tag::kChannelShift;
-}
-uint64_t rangeMask(uint32_t bits) {
-  return (tag::kChannelMask & ~((uint64_t{1} << bits) - 1)) << tag::kChannelShift;
-}
-
 }  // namespace
 
 void Engine::dropStrayMessages(Clock::time_point now) {
@@ -78,15 +70,19 @@ void Engine::dropStrayMessages(Clock::time_point now) {
   std::size_t foreign = transport_->discard(0, uint64_t{3} << tag::kKindShift);
   std::size_t late = 0;
   for (const StrayRange& range : strayRanges_) {
-    std::size_t dropped = transport_->discard(rangeTag(range.first), rangeMask(range.bits));
+    std::size_t dropped = transport_->discard(tag::channelBlockTag(range.first), tag::channelBlockMask(range.bits));
     (range.foreign ? foreign : late) += dropped;
   }
   if (foreign > 0) {
     foreignMessages_.fetch_add(foreign, std::memory_order_relaxed);
+    // After a change of job, the old job's messages still in flight decode
+    // under the new key as garbage too: say so rather than blame outsiders.
     UCXCOLL_WARN("dropped " << foreign
                             << " message(s) that no group of this process can receive: their tags decode to no "
                                "channel or kind of ours, so they were sent under another job key or by a process "
-                               "outside this job (see \"Network exposure and trust\" in the README)");
+                               "outside this job"
+                            << (leftAJob_ ? " (or are late messages of the job this process left)" : "")
+                            << " (see \"Network exposure and trust\" in the README)");
   }
   if (late > 0) {
     lateMessages_.fetch_add(late, std::memory_order_relaxed);

@@ -64,9 +64,20 @@ inline constexpr uint32_t kMaxGroupSize = 1u << 16;  // the 16-bit sender field
 
 inline constexpr uint64_t kMatchAll = ~uint64_t{0};
 
-// The kind and channel bits: what every message of one group to one process
-// has in common (used to drop stale messages when a channel is reused).
+// The kind and channel bits: what every message of one group's collectives
+// (or point-to-point operations) to one process has in common.
 inline constexpr uint64_t kChannelFieldsMask = (uint64_t{3} << kKindShift) | (kChannelMask << kChannelShift);
+
+// Tag and mask that match every message, of any kind, to the aligned block of
+// 2^bits channels starting at `first` (bits = 0: that channel alone). The
+// engine drops with them what a channel no group has open has received.
+constexpr uint64_t channelBlockTag(uint32_t first) {
+  return uint64_t{first} << kChannelShift;
+}
+constexpr uint64_t channelBlockMask(uint32_t bits) {
+  return (kChannelMask & ~((uint64_t{1} << bits) - 1)) << kChannelShift;
+}
+static_assert(channelBlockMask(0) == (kChannelFieldsMask & ~(uint64_t{3} << kKindShift)));
 
 constexpr Kind kind(uint64_t tag) {
   return static_cast<Kind>(tag >> kKindShift);

@@ -298,6 +298,47 @@ TEST_CASE("engine: messages from outside the job are dropped and logged, and nev
                                                    "tags decode to no channel or kind of ours"));
 }
 
+TEST_CASE("engine: a process that moves to another job drops the old job's messages as late ones", "[engine][errors]") {
+  constexpr uint64_t kOldJob = 0x0123456789abcdefULL;
+  constexpr uint64_t kNewJob = 0x0fedcba987654321ULL;
+  Cluster cluster(1, Wire::Ucx);
+  Engine& engine = cluster.engine(0);
+  engine.useJobKey(kOldJob);
+  const uint32_t oldChannel = engine.openChannel();
+  engine.releaseChannel(oldChannel);
+
+  // A peer of the old job whose last message arrives as the process leaves.
+  UcxTransport oldPeer;
+  oldPeer.setJobKey(kOldJob);
+  PeerHandle toEngine = oldPeer.connect(engine.address(), PeerLocation::ThisHost);
+  const int payload = 7;
+  auto sendOne = [&] {
+    SendRecord sent;
+    oldPeer.send(toEngine, tag::pointToPoint(oldChannel, 0, 0), &payload, sizeof(payload), SendMode::Standard, sent);
+    auto giveUp = Clock::now() + 10s;
+    while (!sent.ended.load()) {
+      REQUIRE(Clock::now() < giveUp);
+      oldPeer.progress();
+    }
+  };
+  sendOne();
+  CapturedStderr log;
+  engine.useJobKey(kNewJob);
+  CHECK(engine.droppedMessages().late == 1);
+  CHECK(engine.droppedMessages().foreign == 0);
+
+  // One still in flight after the change no longer decodes as the old job's:
+  // the warning then names the job this process left as a possible source.
+  sendOne();
+  auto giveUp = Clock::now() + 10s;
+  while (engine.droppedMessages().foreign < 1) {
+    REQUIRE(Clock::now() < giveUp);
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(engine.droppedMessages().late == 1);
+  CHECK_THAT(log.text(), Catch::Matchers::Contains("(or are late messages of the job this process left)"));
+}
+
 TEST_CASE("engine: an exception in a body fails its operation and the group", "[engine][errors]") {
   Cluster cluster(1, Wire::Loopback);
   auto group = cluster.makeGroup("g");
