@@ -291,7 +291,8 @@ run_tests() {
 run_sanitizers() {
   cd "$ROOT"
   local asan_flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-  local asan_env=(ASAN_OPTIONS="abort_on_error=1:detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+  local asan_env=(ASAN_OPTIONS="abort_on_error=1:detect_leaks=1" LSAN_OPTIONS="suppressions=$ROOT/test/cpp/lsan.supp"
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
   log "C++ tests (Catch2) under AddressSanitizer + UBSan"
   if [[ ! -f "$BUILD-asan/CMakeCache.txt" ]]; then
     cmake -S "$ROOT" -B "$BUILD-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUCXCOLL_BUILD_EXTENSION=ON \
