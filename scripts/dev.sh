@@ -325,7 +325,7 @@ run_sanitizers() {
   rm -rf "$package" && mkdir -p "$package/ucxcoll"
   cp "$ROOT"/torch_ext/ucxcoll/*.py "$package/ucxcoll/"
   cp "$BUILD-asan"/_C*.so "$package/ucxcoll/"
-  env ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  env ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" UCXCOLL_TEST_UNDER_ASAN=1 \
     LD_PRELOAD="$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)" PYTHONPATH="$package" \
     "$VENV/bin/python" -m pytest -q -x test/python/test_collectives.py test/python/test_point_to_point.py \
     test/python/test_disagreement.py test/python/test_scenarios.py \

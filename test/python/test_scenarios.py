@@ -396,7 +396,12 @@ def test_soak_of_init_destroy_cycles_with_killed_peers_leaks_no_fds_threads_or_m
         assert end["fds"] == warm["fds"], report
         # ucxcoll's future threads start on demand (at most 8) and stay.
         assert end["threads"] <= warm["threads"] + 8 and report["max_threads"] <= warm["threads"] + 8, report
-        assert end["rss_mib"] - warm["rss_mib"] < 16, report
+        # Under AddressSanitizer (scripts/dev.sh sanitize) freed memory sits
+        # in ASan's quarantine instead of being reused, so RSS grows with
+        # every allocation and says nothing about leaks; fds and threads
+        # still do.
+        if not os.environ.get("UCXCOLL_TEST_UNDER_ASAN"):
+            assert end["rss_mib"] - warm["rss_mib"] < 16, report
 
 
 def test_exit_without_destroy_process_group_is_clean():
