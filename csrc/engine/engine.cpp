@@ -822,7 +822,8 @@ void Engine::useJobKey(uint64_t key) {
       // job this process leaves (its peers learn this process's address
       // for the new job only after this): drop it now, while its tag still
       // decodes as the old job's.
-      while (transport_->progress() > 0) {
+      // Take in what has arrived; bounded, since a stranger may keep sending.
+      for (int pass = 0; pass < 64 && transport_->progress() > 0; ++pass) {
       }
       if (std::size_t late = transport_->discard(0, 0); late > 0) {
         lateMessages_.fetch_add(late, std::memory_order_relaxed);
