@@ -821,8 +821,8 @@ void Engine::useJobKey(uint64_t key) {
       // With no group alive, whatever waits here is a late message of the
       // job this process leaves (its peers learn this process's address
       // for the new job only after this): drop it now, while its tag still
-      // decodes as the old job's.
-      // Take in what has arrived; bounded, since a stranger may keep sending.
+      // decodes as the old job's. First take in what has arrived (bounded:
+      // a stranger may keep sending).
       for (int pass = 0; pass < 64 && transport_->progress() > 0; ++pass) {
       }
       if (std::size_t late = transport_->discard(0, 0); late > 0) {
