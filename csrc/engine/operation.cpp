@@ -81,6 +81,13 @@ void Operation::requestEnded(Request& request) {
                                                        : "more than " + std::to_string(request.bytes()) + " bytes";
     fail(std::make_exception_ptr(MismatchError(name() + ": " + peer + " sent " + size + " where " +
                                                std::to_string(request.bytes()) + " were expected" + mismatchHint())));
+  } else if (result.status == TransferStatus::PeerLost) {
+    // Said as the engine says it when the endpoint's failure arrives first,
+    // and a PeerGoneError: every survivor finds the dead peer by itself.
+    const std::string ofGroup = group_ ? " of group \"" + group_->name() + "\"" : "";
+    fail(std::make_exception_ptr(PeerGoneError(name() + " failed: " + peer + ofGroup +
+                                               " died (the connection to its host broke: " + result.detail +
+                                               "; its process or host is gone)")));
   } else if (result.status == TransferStatus::Failed) {
     fail(std::make_exception_ptr(Error(name() + ": " + (request.isReceive() ? "receive from " : "send to ") + peer +
                                        " failed: " + result.detail)));

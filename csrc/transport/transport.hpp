@@ -23,6 +23,7 @@ enum class TransferStatus {
   Ok,
   Truncated,  // the message was larger than the receive buffer
   Canceled,
+  PeerLost,  // the connection to the peer broke: its process or host is gone
   Failed,
 };
 
@@ -30,7 +31,7 @@ struct TransferResult {
   TransferStatus status = TransferStatus::Ok;
   std::size_t length = 0;  // receives: the sender's message size
   uint64_t senderTag = 0;  // receives: the tag the message was sent with
-  std::string detail;      // Failed: the transport's own words
+  std::string detail;      // Failed, PeerLost: the transport's own words
 };
 
 // One send or receive, as the transport sees it. The object must stay alive

@@ -38,6 +38,12 @@ TransferResult resultOf(ucs_status_t status) {
     result.status = TransferStatus::Truncated;
   } else if (status == UCS_ERR_CANCELED) {
     result.status = TransferStatus::Canceled;
+  } else if (status == UCS_ERR_CONNECTION_RESET || status == UCS_ERR_ENDPOINT_TIMEOUT) {
+    // What a network lane reports once the peer is gone; the endpoint's
+    // error handler (endpointFailed) reports the same for the whole peer,
+    // but a transfer may end before the engine has taken that in.
+    result.status = TransferStatus::PeerLost;
+    result.detail = ucs_status_string(status);
   } else {
     result.status = TransferStatus::Failed;
     result.detail = ucs_status_string(status);
@@ -109,7 +115,9 @@ void recvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* inf
 void UcxTransport::track(Transfer& transfer, ucs_status_ptr_t request, const char* what) {
   if (UCS_PTR_IS_ERR(request)) {
     TransferResult failed = resultOf(UCS_PTR_STATUS(request));
-    failed.detail = std::string(what) + ": " + failed.detail;
+    if (failed.status == TransferStatus::Failed) {
+      failed.detail = std::string(what) + ": " + failed.detail;
+    }
     finish(transfer, failed);
   } else if (request == nullptr) {
     finish(transfer, TransferResult{});  // done at once; no callback follows

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -15,6 +16,7 @@
 
 using namespace ucxcoll;
 using namespace ucxcoll::testing;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -386,4 +388,69 @@ TEST_CASE("ucx transport: a completion reported on another thread ends on the ne
   CHECK(transfer.result.status == TransferStatus::Ok);
   CHECK(transfer.result.length == 7);
   CHECK(transfer.result.senderTag == kTag);
+}
+
+TEST_CASE("ucx transport: a send to a gone peer on another host ends PeerLost, and the peer is reported failed",
+          "[transport][errors]") {
+  // Over a network lane (what PeerLocation::OtherHost selects), a peer whose
+  // worker is gone breaks the connection; the transfers on it must say so
+  // (PeerLost), not fail as an unexplained transport error.
+  UcxTransport sender;
+  auto receiver = std::make_unique<UcxTransport>();
+  PeerHandle toReceiver = sender.connect(receiver->address(), PeerLocation::OtherHost);
+  const int value = 42;
+  int received = 0;
+  Recorded first;
+  Recorded arrival;
+  receiver->recv(kTag, ~uint64_t{0}, &received, sizeof(received), arrival);
+  sender.send(toReceiver, kTag, &value, sizeof(value), SendMode::Standard, first);
+  auto giveUp = Clock::now() + 10s;
+  while (!(first.ended && arrival.ended)) {
+    REQUIRE(Clock::now() < giveUp);
+    sender.progress();
+    receiver->progress();
+  }
+  REQUIRE(arrival.result.status == TransferStatus::Ok);
+  REQUIRE(received == 42);
+
+  receiver.reset();
+  // Sends until one ends: those handed over before the break may still end
+  // Ok (UCX had buffered them); the first that fails must be PeerLost.
+  std::vector<std::unique_ptr<Recorded>> sends;
+  TransferStatus failedWith = TransferStatus::Ok;
+  std::string detail;
+  giveUp = Clock::now() + 20s;
+  while (failedWith == TransferStatus::Ok) {
+    REQUIRE(Clock::now() < giveUp);
+    auto& send = *sends.emplace_back(std::make_unique<Recorded>());
+    sender.send(toReceiver, kTag, &value, sizeof(value), SendMode::Synchronous, send);
+    for (int pass = 0; pass < 100; ++pass) {
+      sender.progress();
+    }
+    for (const auto& earlier : sends) {
+      if (earlier->ended && earlier->result.status != TransferStatus::Ok && failedWith == TransferStatus::Ok) {
+        failedWith = earlier->result.status;
+        detail = earlier->result.detail;
+      }
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(failedWith == TransferStatus::PeerLost);
+  CHECK_FALSE(detail.empty());
+  // The endpoint's error handler reports the peer as failed too.
+  giveUp = Clock::now() + 10s;
+  while (!sender.hasFailedPeers()) {
+    REQUIRE(Clock::now() < giveUp);
+    sender.progress();
+    std::this_thread::sleep_for(1ms);
+  }
+  const std::vector<PeerFailure> failures = sender.takeFailedPeers();
+  REQUIRE(failures.size() == 1);
+  CHECK(failures[0].peer == toReceiver);
+  // Everything posted must have ended before the sends go out of scope.
+  giveUp = Clock::now() + 10s;
+  while (!std::all_of(sends.begin(), sends.end(), [](const auto& send) { return send->ended; })) {
+    REQUIRE(Clock::now() < giveUp);
+    sender.progress();
+  }
 }
