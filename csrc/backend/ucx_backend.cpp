@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "backend/errors.hpp"
@@ -245,11 +246,22 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runCollective(c10d::OpType opType, co
   auto op = std::make_unique<Collective>(group_, sequence, opName, timeout, std::move(body), workspace_);
   auto work = makeWork(*op, opType, opName, std::move(result), std::move(resultType), sequence);
   auto completion = op->sharedCompletion();
-  Engine::Lease lease = engine_->submit(std::move(op), !asyncOp);
-  lock.unlock();
-  if (lease) {
-    lease.driveUntil(*completion);
+  // A synchronous collective completes its Future here, on the caller,
+  // once it has driven it (UcxWork::FutureClaim). Claimed before the
+  // submission, which may already complete it.
+  std::optional<UcxWork::FutureClaim> claim;
+  if (!asyncOp) {
+    claim.emplace(*work);
   }
+  {
+    Engine::Lease lease = engine_->submit(std::move(op), !asyncOp);
+    lock.unlock();
+    if (lease) {
+      lease.driveUntil(*completion);
+    }
+  }
+  // The claim is released after the lease: the Future's callbacks never run
+  // while this thread drives.
   return work;
 }
 

@@ -95,6 +95,7 @@ bool UcxWork::wait(std::chrono::milliseconds timeout) {
   auto until = timeout == kNoTimeout ? Clock::time_point::max() : Clock::now() + timeout;
   bool done = completion_->done();
   if (!done) {
+    FutureClaim claim(*this);
     if (auto engine = engine_.lock()) {
       done = engine->wait(*completion_, until);
     } else {
@@ -122,15 +123,38 @@ void UcxWork::completeFuture(std::exception_ptr error) {
     recordFunctionEndCallback_();
     recordFunctionEndCallback_ = nullptr;
   }
+  int state = kUnclaimed;
+  if (!futureState_.compare_exchange_strong(state, kSettled, std::memory_order_acq_rel) && state == kClaimed &&
+      futureState_.compare_exchange_strong(state, kCompletedWhileClaimed, std::memory_order_acq_rel)) {
+    return;  // the claimant completes it when it stops waiting
+  }
   // Completing runs the Future's callbacks (e.g. a DDP comm hook's
   // .then()), which may wait for other collectives: not on the driver.
-  FutureCompleter::instance().post([work = c10::intrusive_ptr<UcxWork>::reclaim_copy(this), error] {
-    if (error) {
-      work->future_->setError(work->exception());
-    } else {
-      work->future_->markCompleted(work->result_);
-    }
-  });
+  FutureCompleter::instance().post(
+      [work = c10::intrusive_ptr<UcxWork>::reclaim_copy(this), error] { work->finishFuture(error); });
+}
+
+void UcxWork::finishFuture(const std::exception_ptr& error) {
+  if (error) {
+    future_->setError(exception());
+  } else {
+    future_->markCompleted(result_);
+  }
+}
+
+UcxWork::FutureClaim::FutureClaim(UcxWork& work) : work_(&work) {
+  int state = kUnclaimed;
+  if (!work.futureState_.compare_exchange_strong(state, kClaimed, std::memory_order_acq_rel)) {
+    work_ = nullptr;
+  }
+}
+
+UcxWork::FutureClaim::~FutureClaim() {
+  if (work_ != nullptr && work_->futureState_.exchange(kSettled, std::memory_order_acq_rel) == kCompletedWhileClaimed) {
+    // Not on the driver: a claim is released by a thread that stopped
+    // driving (Engine::Lease) or never drove.
+    work_->finishFuture(work_->completion_->error());
+  }
 }
 
 CoalescedWork::CoalescedWork(int rank, std::vector<c10::intrusive_ptr<UcxWork>> members,
