@@ -17,14 +17,16 @@ namespace ucxcoll {
 struct Config {
   // UCXCOLL_LOG_LEVEL: error|warn|info|debug.
   LogLevel logLevel = LogLevel::Warn;
-  // UCXCOLL_SPIN_US: how long a waiting thread polls UCX before it sleeps on
-  // the worker's wakeup fd. Unset: 250 us, or 0 when this host runs more
-  // ranks than this process has cores (a spinning rank would take the core
-  // a peer needs); spinMicrosecondsSet says whether the user chose. Why
-  // 250: on a VM a rank that went to sleep can be woken hundreds of
-  // microseconds late; with 50 us a 256 KiB scatter or all-to-all (a
-  // rendezvous: the peer answers after its copy) slept and ran 5-8x slower
-  // in a third of the benchmark runs, with 250 in none (README).
+  // UCXCOLL_SPIN_US: unset, a thread that waits for its own operation
+  // polls for as long as recent waits lasted (engine/spin_budget.hpp), at
+  // least 250 us and at most 2 ms, and the progress thread polls 250 us
+  // (0 when this host runs more ranks than this process has cores: it would
+  // take the core a peer needs; waiting callers then yield between polls).
+  // Set, both poll exactly that long. spinMicrosecondsSet says whether the
+  // user chose. Why 250 at least: on a VM a rank that went to sleep can be
+  // woken hundreds of microseconds late; with 50 us a 256 KiB scatter or
+  // all-to-all (a rendezvous: the peer answers after its copy) slept and
+  // ran 5-8x slower in a third of the benchmark runs, with 250 in none.
   int spinMicroseconds = 250;
   bool spinMicrosecondsSet = false;
   // UCXCOLL_SMALL_MSG_BYTES: at or below this many bytes per rank the

@@ -29,6 +29,9 @@ constexpr auto kHandOverDelay = std::chrono::microseconds(100);
 // How often an idle progress thread makes a pass (desync_report.cpp): it
 // answers peers' status requests, which nothing else would notice.
 constexpr auto kIdleServicePeriod = std::chrono::milliseconds(100);
+// The longest a caller waiting for its operation polls before sleeping
+// (SpinBudget): longer waits are a peer that is busy elsewhere.
+constexpr auto kCallerSpinCeiling = std::chrono::milliseconds(2);
 
 std::mutex& registryMutex() {
   static std::mutex mutex;
@@ -107,6 +110,8 @@ Engine::Engine(std::unique_ptr<Transport> transport, Threading threading)
       threading_(threading),
       ownerPid_(getpid()),
       spinMicroseconds_(config().spinMicroseconds),
+      callerSpin_(std::chrono::microseconds(config().spinMicroseconds), kCallerSpinCeiling,
+                  !config().spinMicrosecondsSet),
       channels_(tag::kMaxChannel + 1, ChannelState::NeverOpened) {
   transport_->setFailureListener([this] { wakeDriver(); });
   if (threading_ == Threading::ProgressThread) {
@@ -189,9 +194,13 @@ void Engine::noteRanksOnThisHost(int ranks) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  if (ranks > cores && !config().spinMicrosecondsSet && spinMicroseconds_.exchange(0) != 0) {
+  if (ranks > cores && !oversubscribed_.exchange(true)) {
+    if (!config().spinMicrosecondsSet) {
+      spinMicroseconds_.store(0);
+    }
     UCXCOLL_INFO(ranks << " ranks on this host share " << cores
-                       << " core(s): waiting threads sleep at once instead of polling (UCXCOLL_SPIN_US)");
+                       << " core(s): waiting threads yield their core between polls, and the progress thread sleeps "
+                          "at once");
   }
 }
 
@@ -430,8 +439,18 @@ void Engine::destroyRetired() {
 bool Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
   bool lost = false;
   ++depth_;
-  const auto spin = std::chrono::microseconds(spinMicroseconds_.load(std::memory_order_relaxed));
+  // A caller (until != null) waits for its own operation: it polls for as
+  // long as recent waits lasted. The progress thread polls a fixed while.
+  const bool callerWaits = until != nullptr;
+  const bool yield = callerWaits && oversubscribed_.load(std::memory_order_relaxed);
+  auto spinFor = [&]() -> Clock::duration {
+    return callerWaits ? std::chrono::duration_cast<Clock::duration>(callerSpin_.budget())
+                       : std::chrono::microseconds(spinMicroseconds_.load(std::memory_order_relaxed));
+  };
+  auto spin = spinFor();
   auto spinUntil = Clock::now() + spin;
+  bool quiet = false;  // since quietSince, the first pass of this wait that found nothing
+  Clock::time_point quietSince{};
   for (;;) {
     if (stopRequested_.load(std::memory_order_relaxed) && !exitDrain_) {
       break;  // whoever stops the engine aborts what is in flight
@@ -456,10 +475,22 @@ bool Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
       break;
     }
     if (worked) {
+      if (quiet && callerWaits) {
+        callerSpin_.noteWait(now - quietSince);
+        spin = spinFor();
+      }
+      quiet = false;
       spinUntil = now + spin;
       continue;
     }
+    if (!quiet) {
+      quiet = true;
+      quietSince = now;
+    }
     if (now < spinUntil) {
+      if (yield) {
+        sched_yield();  // the peer this waits for may need this core
+      }
       continue;
     }
     housekeeping(now);  // before sleeping: deadlines, disagreeing peers

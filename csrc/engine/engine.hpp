@@ -5,20 +5,24 @@
 // "driver":
 //
 //  - the engine's own progress thread, which drives whenever operations are
-//    in flight and nobody else does, and sleeps on a condition variable
-//    when there are none;
+//    in flight and nobody else does;
 //  - or a caller: a synchronous collective submitted while no thread drives
 //    runs right on the submitting thread (saving two thread hand-offs, which
 //    dominate small collectives), and a thread waiting for an operation
 //    drives while it waits if nobody else does. Such a caller advances every
 //    operation in flight, not only its own, so it never holds others up.
 //
+// The progress thread sleeps on its Doorbell while nothing is in flight.
+//
 // The driver loop: start submitted operations, progress the transport (which
 // ends requests), resume the coroutines whose awaited requests ended,
 // complete finished operations, fail those past their deadline (one heap of
 // deadlines for all), look for peers running a different collective, and
-// when nothing moves for UCXCOLL_SPIN_US, sleep on the transport until a
-// message, a submission or the next deadline.
+// when nothing moves for a while, sleep on the transport until a message, a
+// submission or the next deadline. A caller that waits for its own
+// operation polls for as long as recent waits lasted (SpinBudget), yielding
+// its core between polls when ranks outnumber cores; the progress thread
+// polls for UCXCOLL_SPIN_US.
 //
 // Ordering: the collectives of one group start one at a time, in the order
 // they were submitted (as NCCL does on one communicator); collectives of
@@ -58,6 +62,7 @@
 #include "engine/group.hpp"
 #include "engine/operation.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/spin_budget.hpp"
 #include "transport/transport.hpp"
 
 namespace ucxcoll {
@@ -84,9 +89,9 @@ class Engine {
   const std::vector<uint8_t>& address() const { return address_; }
 
   // A group found `ranks` ranks (this one included) on this host. With
-  // more ranks than this process has cores, waiting threads stop polling
-  // before they sleep (unless UCXCOLL_SPIN_US says otherwise): a polling
-  // rank would hold the core its peer needs.
+  // more ranks than this process has cores, a waiting thread yields its
+  // core (sched_yield) between polls, so that the peer it waits for can
+  // run, and the progress thread sleeps at once instead of polling.
   void noteRanksOnThisHost(int ranks);
 
   // ---- Groups -------------------------------------------------------------
@@ -290,7 +295,10 @@ class Engine {
   std::atomic<bool> hasRetired_{false};
   std::atomic<bool> driverSleeping_{false};
   std::atomic<bool> stopRequested_{false};
+  // How long the progress thread polls before it sleeps (UCXCOLL_SPIN_US;
+  // 0 once ranks outnumber cores).
   std::atomic<int> spinMicroseconds_;
+  std::atomic<bool> oversubscribed_{false};
   std::vector<ProcessIdentity> deadProcesses_;  // guarded by mutex_: reported, not handled yet
   std::atomic<bool> peerDeathPending_{false};
   std::atomic<uint64_t> foreignMessages_{0};
@@ -302,6 +310,8 @@ class Engine {
   std::unique_ptr<PeerWatch> peerWatch_;
 
   // Driver-only.
+  // How long a caller that waits for its own operation polls.
+  SpinBudget callerSpin_;
   std::unordered_map<uint64_t, std::unique_ptr<Operation>> inFlight_;
   std::vector<std::unique_ptr<Operation>> zombies_;
   std::deque<Operation*> ready_;

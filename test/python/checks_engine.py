@@ -143,6 +143,31 @@ def future_completes_with_output_tensors(ctx: Context) -> None:
         assert torch.equal(outputs[r], torch.full((2,), float(r)))
 
 
+@check()
+def future_is_completed_when_wait_returns_and_callbacks_never_run_on_the_driver(ctx: Context) -> None:
+    # Work.wait() completes the Future itself when the operation completes
+    # while it waits (no hand-off to another thread): done() holds at once,
+    # and a callback added before wait() has run, on a thread that is not
+    # the engine's.
+    callback_threads = []
+
+    def record(future):
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm") as comm:
+            callback_threads.append(comm.read().strip())
+        return future.value()[0].sum().item()
+
+    for iteration in range(50):
+        tensor = torch.full((4,), float(ctx.rank + iteration))
+        work = dist.all_reduce(tensor, async_op=True)
+        summed = work.get_future().then(record)
+        assert work.wait() is True
+        assert work.get_future().done(), f"iteration {iteration}: the Future is not completed when wait() returned"
+        expected = sum(float(r + iteration) for r in range(ctx.world))
+        assert torch.equal(work.get_future().value()[0], torch.full((4,), expected))
+        assert summed.wait() == 4 * expected
+    assert len(callback_threads) == 50 and "ucxcoll-engine" not in callback_threads, callback_threads
+
+
 @check(min_world=2)
 def subgroup_of_all_but_last_rank(ctx: Context) -> None:
     members = list(range(ctx.world - 1))
