@@ -143,8 +143,12 @@ void UcxWork::finishFuture(const std::exception_ptr& error) {
 }
 
 UcxWork::FutureClaim::FutureClaim(UcxWork& work) : work_(&work) {
+  // Code that runs on the driver (a completion hook that starts a
+  // collective) must not claim: it would complete the Future there.
+  auto engine = work.engine_.lock();
   int state = kUnclaimed;
-  if (!work.futureState_.compare_exchange_strong(state, kClaimed, std::memory_order_acq_rel)) {
+  if ((engine && engine->drivingHere()) ||
+      !work.futureState_.compare_exchange_strong(state, kClaimed, std::memory_order_acq_rel)) {
     work_ = nullptr;
   }
 }
