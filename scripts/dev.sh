@@ -7,6 +7,9 @@
 #   scripts/dev.sh demo     run the examples with torchrun on 4 ranks
 #   scripts/dev.sh test     run every test (Catch2, pytest, then the format check)
 #   scripts/dev.sh bench    run the collective benchmarks against gloo
+#   scripts/dev.sh bench-small  small and medium messages against gloo, fake and
+#                           Open MPI (installs Debian's openmpi-bin and
+#                           python3-mpi4py for Debian's python3, not the venv)
 #   scripts/dev.sh conformance  torch's own distributed tests (_DistTestBase)
 #                           on gloo and ucxcoll (WORLD_SIZE=2 or 4); lists the
 #                           tests that pass on gloo but not on ucxcoll
@@ -339,13 +342,17 @@ case "$command" in
   demo) setup && run_demo ;;
   test) setup && run_tests "$@" ;;
   bench) setup && cd "$ROOT" && "$VENV/bin/python" benchmarks/bench_collectives.py "$@" ;;
+  bench-small)
+    APT_PACKAGES+=(openmpi-bin python3-mpi4py python3-numpy)
+    setup && cd "$ROOT" && "$VENV/bin/python" benchmarks/bench_small.py "$@"
+    ;;
   conformance) setup && run_conformance "$@" ;;
   conformance-ci) setup && run_conformance_ci ;;
   compat) ensure_apt_packages && ensure_venv && run_compat ;;
   gpu-pack) ensure_apt_packages && ensure_venv && gpu_pack ;;
   sanitize) setup && run_sanitizers ;;
   *)
-    echo "usage: scripts/dev.sh {demo|test|bench|conformance|conformance-ci|compat|gpu-pack|sanitize|setup}" >&2
+    echo "usage: scripts/dev.sh {demo|test|bench|bench-small|conformance|conformance-ci|compat|gpu-pack|sanitize|setup}" >&2
     exit 2
     ;;
 esac
