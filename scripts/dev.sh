@@ -335,22 +335,25 @@ run_sanitizers() {
     -k "not test_scenarios or killed_peer or dead_peer or reconfigure or stray or exit or forked"
 }
 
+# Steps are separate commands, never joined by &&: bash ignores `set -e`
+# inside a function that runs on the left of &&, so a failed build would
+# not stop the tests that follow it.
 command="${1:-}"
 shift || true
 case "$command" in
   setup) setup ;;
-  demo) setup && run_demo ;;
-  test) setup && run_tests "$@" ;;
-  bench) setup && cd "$ROOT" && "$VENV/bin/python" benchmarks/bench_collectives.py "$@" ;;
+  demo) setup; run_demo ;;
+  test) setup; run_tests "$@" ;;
+  bench) setup; cd "$ROOT"; "$VENV/bin/python" benchmarks/bench_collectives.py "$@" ;;
   bench-small)
     APT_PACKAGES+=(openmpi-bin python3-mpi4py python3-numpy)
-    setup && cd "$ROOT" && "$VENV/bin/python" benchmarks/bench_small.py "$@"
+    setup; cd "$ROOT"; "$VENV/bin/python" benchmarks/bench_small.py "$@"
     ;;
-  conformance) setup && run_conformance "$@" ;;
-  conformance-ci) setup && run_conformance_ci ;;
-  compat) ensure_apt_packages && ensure_venv && run_compat ;;
-  gpu-pack) ensure_apt_packages && ensure_venv && gpu_pack ;;
-  sanitize) setup && run_sanitizers ;;
+  conformance) setup; run_conformance "$@" ;;
+  conformance-ci) setup; run_conformance_ci ;;
+  compat) ensure_apt_packages; ensure_venv; run_compat ;;
+  gpu-pack) ensure_apt_packages; ensure_venv; gpu_pack ;;
+  sanitize) setup; run_sanitizers ;;
   *)
     echo "usage: scripts/dev.sh {demo|test|bench|bench-small|conformance|conformance-ci|compat|gpu-pack|sanitize|setup}" >&2
     exit 2
