@@ -1,12 +1,8 @@
 #include "collectives/staging.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -14,28 +10,12 @@
 #include <vector>
 
 #include "common/config.hpp"
-#include "common/file_descriptor.hpp"
 #include "common/logging.hpp"
 
 namespace ucxcoll {
 
-// A mapping of a whole file; unmapped on destruction.
-class Mapping {
- public:
-  Mapping(void* address, std::size_t bytes) : address_(address), bytes_(bytes) {}
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() { ::munmap(address_, bytes_); }
-  std::byte* data() const { return static_cast<std::byte*>(address_); }
-
- private:
-  void* address_;
-  std::size_t bytes_;
-};
-
 struct StagingLease::Segment {
-  FileDescriptor fd;
-  std::unique_ptr<Mapping> mapping;
+  std::unique_ptr<OwnedSegment> memory;
   StagingOffer offer;
 };
 
@@ -44,48 +24,14 @@ namespace {
 std::atomic<StagingPolicy> policy{StagingPolicy::AsConfigured};
 std::atomic<std::size_t> minimumBytes{kStagingMinBytes};
 
-// The boot id tells machines (and reboots) apart where pids and inode
-// numbers repeat; hashed (FNV-1a) to fit the offer. None (0, no staging)
-// where peers are to be treated as on other hosts.
-uint64_t hostKey() {
-  static const uint64_t key = [] {
-    if (config().peersOnOtherHosts) {
-      return uint64_t{0};
-    }
-    std::ifstream file("/proc/sys/kernel/random/boot_id");
-    std::string bootId;
-    std::getline(file, bootId);
-    uint64_t hash = 1469598103934665603ull;
-    for (char c : bootId) {
-      hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    }
-    return bootId.empty() ? 0 : (hash | 1);  // never 0, which means "none"
-  }();
-  return key;
-}
-
-std::unique_ptr<Mapping> mapWhole(int fd, int protection) {
-  void* address = ::mmap(nullptr, kStagingBytes, protection, MAP_SHARED, fd, 0);
-  if (address == MAP_FAILED) {
-    return nullptr;
-  }
-  return std::make_unique<Mapping>(address, kStagingBytes);
-}
-
 std::shared_ptr<StagingLease::Segment> createSegment() {
-  FileDescriptor fd(::memfd_create("ucxcoll-staging", MFD_CLOEXEC));
-  struct stat info {};
-  if (fd.get() < 0 || ::ftruncate(fd.get(), static_cast<off_t>(kStagingBytes)) != 0 || ::fstat(fd.get(), &info) != 0) {
-    return nullptr;
-  }
-  auto mapping = mapWhole(fd.get(), PROT_READ | PROT_WRITE);
-  if (!mapping || hostKey() == 0) {
+  auto memory = OwnedSegment::create("ucxcoll-staging", kStagingBytes);
+  if (!memory) {
     return nullptr;
   }
   auto segment = std::make_shared<StagingLease::Segment>();
-  segment->offer = StagingOffer{hostKey(), info.st_dev, info.st_ino, static_cast<int32_t>(::getpid()), fd.get()};
-  segment->fd = std::move(fd);
-  segment->mapping = std::move(mapping);
+  segment->offer = memory->offer();
+  segment->memory = std::move(memory);
   return segment;
 }
 
@@ -146,19 +92,13 @@ class PeerMappings {
 
  private:
   static std::unique_ptr<Mapping> open(const StagingOffer& offer) {
-    const std::string path = "/proc/" + std::to_string(offer.pid) + "/fd/" + std::to_string(offer.fd);
-    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    struct stat info {};
-    if (fd.get() < 0 || ::fstat(fd.get(), &info) != 0) {
-      UCXCOLL_INFO("staging: cannot open " << path << "; that link uses plain messages");
-      return nullptr;
+    const char* why = nullptr;
+    auto mapping = mapOfferedSegment(offer, kStagingBytes, false, &why);
+    if (!mapping) {
+      UCXCOLL_INFO("staging: cannot map the segment of pid " << offer.pid << " (" << why
+                                                             << "); that link uses plain messages");
     }
-    if (info.st_dev != offer.device || info.st_ino != offer.inode ||
-        static_cast<std::size_t>(info.st_size) < kStagingBytes) {
-      UCXCOLL_INFO("staging: " << path << " is not the offered segment (another pid namespace?)");
-      return nullptr;
-    }
-    return mapWhole(fd.get(), PROT_READ);
+    return mapping;
   }
 
   std::mutex mutex_;
@@ -176,7 +116,7 @@ StagingLease::~StagingLease() {
 }
 
 std::byte* StagingLease::data() const {
-  return segment_->mapping->data();
+  return segment_->memory->data();
 }
 
 StagingOffer StagingLease::offer() const {
@@ -202,7 +142,7 @@ StagingLease leaseStaging(int rank) {
 }
 
 const std::byte* mapStaging(const StagingOffer& offer) {
-  if (offer.host == 0 || offer.host != hostKey()) {
+  if (offer.host == 0 || offer.host != hostIdentity()) {
     return nullptr;
   }
   static PeerMappings mappings;

@@ -10,15 +10,16 @@
 // and "slot k % n is free again", so all ordering, deadlines and mismatch
 // detection stay with the tagged messages.
 //
-// The memory is a memfd of the sending process. The receiver opens it
-// through /proc/<pid>/fd/<fd> (allowed where CMA is: same user, same pid
-// namespace) and checks that it got the very file offered (device and
-// inode) on the very machine (boot id). Where any of this fails the link
-// falls back to plain messages; the two ends agree on that per operation.
+// The memory is a segment of the sending process (transport/
+// shared_segment.hpp) that the receiver maps read-only. Where that fails
+// the link falls back to plain messages; the two ends agree on that per
+// operation.
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+
+#include "transport/shared_segment.hpp"
 
 namespace ucxcoll {
 
@@ -33,13 +34,7 @@ inline constexpr std::size_t kStagingBytes = kStagingSlots * kStagingSlotBytes;
 inline constexpr std::size_t kStagingMinBytes = std::size_t{8} << 20;
 
 // What a sender tells its receiver about its staging memory; sent as bytes.
-struct StagingOffer {
-  uint64_t host = 0;  // hash of the boot id; 0: no staging offered
-  uint64_t device = 0;
-  uint64_t inode = 0;
-  int32_t pid = 0;
-  int32_t fd = -1;
-};
+using StagingOffer = SegmentOffer;
 
 // Staging memory this process lends to one operation's outgoing link;
 // back to the pool when destroyed.

@@ -42,9 +42,11 @@ struct Config {
   // usually exit after the same collectives, so they complete at once; a
   // dead peer costs at most this long.
   int exitGraceMilliseconds = 2000;
-  // UCXCOLL_SHARED_MEMORY: 1 lets large all-reduces (and 2-rank reduces)
-  // between ranks on one host stage their chunks in shared memory
-  // (collectives/staging.hpp); 0 sends them as plain UCX messages.
+  // UCXCOLL_SHARED_MEMORY: 1 gives the process an inbox for the
+  // shared-memory lanes (transport/shared_memory_transport.hpp) and lets
+  // large all-reduces (and 2-rank reduces) between ranks on one host stage
+  // their chunks in shared memory (collectives/staging.hpp); 0 leaves both
+  // to plain UCX messages.
   bool sharedMemory = true;
   // UCXCOLL_PEERS_ON_OTHER_HOSTS: 1 treats every peer as if it ran on
   // another host (no process watch; UCX's own failure reports over

@@ -11,7 +11,7 @@
 #include "common/error.hpp"
 #include "common/logging.hpp"
 #include "common/parked.hpp"
-#include "transport/ucx_transport.hpp"
+#include "transport/transport_factory.hpp"
 
 namespace ucxcoll {
 namespace {
@@ -80,7 +80,7 @@ std::shared_ptr<Engine> Engine::acquire(const std::function<std::string()>& netw
   }
   auto engine = liveEngine().lock();
   if (!engine) {
-    engine = std::make_shared<Engine>(std::make_unique<UcxTransport>(networkDevices ? networkDevices() : ""));
+    engine = std::make_shared<Engine>(makeProcessTransport(networkDevices ? networkDevices() : ""));
     liveEngine() = engine;
   }
   return engine;

@@ -64,7 +64,7 @@ Request& Operation::sendTagged(int peer, uint64_t tag, const void* data, std::si
 Request& Operation::recvTagged(int peer, uint64_t tag, uint64_t mask, void* data, std::size_t bytes) {
   Request& request = requests_.emplace_back(*this, peer, bytes, true);
   ++outstanding_;
-  engine_->transport_->recv(tag, mask, data, bytes, request);
+  engine_->transport_->recv(peer >= 0 ? group_->peer(peer) : nullptr, tag, mask, data, bytes, request);
   return request;
 }
 

@@ -90,21 +90,30 @@ void LoopbackTransport::send(PeerHandle peer, uint64_t tag, const void* data, st
   }
 }
 
-void LoopbackTransport::recv(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) {
-  transfer.inFlight = true;
-  PostedReceive receive{tag, mask, data, bytes, &transfer};
-  auto found = std::find_if(unexpected_.begin(), unexpected_.end(),
-                            [&](const Message& message) { return matches(message.tag, tag, mask); });
-  if (found != unexpected_.end()) {
-    // Matched at once; like UCX with NO_IMM_CMPL the end is reported later,
-    // from progress().
-    Message message = std::move(*found);
-    unexpected_.erase(found);
-    match(receive, message);
+void LoopbackTransport::recv(PeerHandle /*from*/, uint64_t tag, uint64_t mask, void* data, std::size_t bytes,
+                             Transfer& transfer) {
+  if (recvWaiting(tag, mask, data, bytes, transfer)) {
     return;
   }
-  posted_.push_back(receive);
+  transfer.inFlight = true;
+  posted_.push_back(PostedReceive{tag, mask, data, bytes, &transfer});
   transfer.native = &posted_.back();
+}
+
+bool LoopbackTransport::recvWaiting(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) {
+  auto found = std::find_if(unexpected_.begin(), unexpected_.end(),
+                            [&](const Message& message) { return matches(message.tag, tag, mask); });
+  if (found == unexpected_.end()) {
+    return false;
+  }
+  // Matched at once; like UCX with NO_IMM_CMPL the end is reported later,
+  // from progress().
+  transfer.inFlight = true;
+  PostedReceive receive{tag, mask, data, bytes, &transfer};
+  Message message = std::move(*found);
+  unexpected_.erase(found);
+  match(receive, message);
+  return true;
 }
 
 void LoopbackTransport::cancel(Transfer& transfer) {

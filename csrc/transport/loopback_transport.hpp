@@ -82,7 +82,8 @@ class LoopbackTransport final : public Transport {
 
   void send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
             Transfer& transfer) override;
-  void recv(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) override;
+  void recv(PeerHandle from, uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) override;
+  bool recvWaiting(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) override;
   void cancel(Transfer& transfer) override;
 
   std::optional<ProbedMessage> probe(uint64_t tag, uint64_t mask) override;

@@ -86,10 +86,18 @@ class Transport {
 
   // Start a transfer. The buffer must stay valid (and, for sends, unchanged)
   // until the transfer ends. A receive matches a message whose tag equals
-  // `tag` in every bit set in `mask`.
+  // `tag` in every bit set in `mask`; `from` is the peer that the tag's
+  // bits name as its sender (so that a transport with several lanes
+  // listens on that peer's only), or null for a receive from any peer.
   virtual void send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
                     Transfer& transfer) = 0;
-  virtual void recv(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) = 0;
+  virtual void recv(PeerHandle from, uint64_t tag, uint64_t mask, void* data, std::size_t bytes,
+                    Transfer& transfer) = 0;
+  // If a message matching tag/mask has arrived and no receive took it yet,
+  // start receiving it as recv() would and return true; else false, and
+  // nothing is posted. (How a transport with several lanes receives from
+  // any peer without posting on every lane.)
+  virtual bool recvWaiting(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) = 0;
   // Ask for an early end; the transfer still ends through transferDone()
   // (Canceled, or Ok when it was too late). Sends may not be cancellable.
   virtual void cancel(Transfer& transfer) = 0;
@@ -109,6 +117,11 @@ class Transport {
   virtual void waitForActivity(int timeoutMs) = 0;
   // Wake a thread in waitForActivity(). Callable from any thread.
   virtual void interrupt() = 0;
+  // Also end waitForActivity() when `fd` (a pipe's read end) becomes
+  // readable; the transport drains it. Transports that cannot wait on a
+  // file descriptor return false, and the caller wakes them with
+  // interrupt() instead.
+  virtual bool watchWakeupFd(int /*fd*/) { return false; }
 
   // The process behind `peer` is known to be dead: nothing sent to it will
   // be acknowledged, so closing its connection should not wait for that.

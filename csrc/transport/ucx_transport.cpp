@@ -270,17 +270,41 @@ void UcxTransport::send(PeerHandle peer, uint64_t tag, const void* data, std::si
   track(transfer, request, "send");
 }
 
-void UcxTransport::recv(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) {
-  InsideUcx inside;
+namespace {
+
+// Always through the callback, even when the message is already here:
+// UCX 1.13 does not fill recv_info reliably on immediate completion.
+ucp_request_param_t receiveParameters(Transfer& transfer) {
   ucp_request_param_t param{};
-  // Always through the callback, even when the message is already here:
-  // UCX 1.13 does not fill recv_info reliably on immediate completion.
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.cb.recv = &recvDone;
   param.user_data = &transfer;
+  return param;
+}
+
+}  // namespace
+
+void UcxTransport::recv(PeerHandle /*from*/, uint64_t tag, uint64_t mask, void* data, std::size_t bytes,
+                        Transfer& transfer) {
+  InsideUcx inside;
+  ucp_request_param_t param = receiveParameters(transfer);
   transfer.inFlight = true;
   transfer.carrier = this;
   track(transfer, ucp_tag_recv_nbx(worker_.get(), data, bytes, tag ^ jobKey(), mask, &param), "receive");
+}
+
+bool UcxTransport::recvWaiting(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) {
+  InsideUcx inside;
+  ucp_tag_recv_info_t info{};
+  ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), tag ^ jobKey(), mask, 1, &info);
+  if (message == nullptr) {
+    return false;
+  }
+  ucp_request_param_t param = receiveParameters(transfer);
+  transfer.inFlight = true;
+  transfer.carrier = this;
+  track(transfer, ucp_tag_msg_recv_nbx(worker_.get(), data, bytes, message, &param), "receive");
+  return true;
 }
 
 void UcxTransport::cancel(Transfer& transfer) {
@@ -379,8 +403,8 @@ void UcxTransport::waitForActivity(int timeoutMs) {
     return;  // events are already pending: the caller should progress
   }
   check(status, "ucp_worker_arm");
-  epoll_event events[2];
-  int ready = ::epoll_wait(epoll_.get(), events, 2, timeoutMs);
+  epoll_event events[3];
+  int ready = ::epoll_wait(epoll_.get(), events, 3, timeoutMs);
   if (ready < 0 && errno != EINTR) {
     throw Error(std::string("epoll_wait failed: ") + std::strerror(errno));
   }
@@ -388,8 +412,23 @@ void UcxTransport::waitForActivity(int timeoutMs) {
     if (events[i].data.fd == interrupt_.get()) {
       uint64_t count = 0;
       [[maybe_unused]] auto read = ::read(interrupt_.get(), &count, sizeof(count));
+    } else if (events[i].data.fd == wakeupFd_) {
+      char sink[64];
+      while (::read(wakeupFd_, sink, sizeof(sink)) > 0) {
+      }
     }
   }
+}
+
+bool UcxTransport::watchWakeupFd(int fd) {
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = fd;
+  if (wakeupFd_ >= 0 || ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+    return false;
+  }
+  wakeupFd_ = fd;
+  return true;
 }
 
 void UcxTransport::peerGone(PeerHandle peer) {

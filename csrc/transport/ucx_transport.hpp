@@ -61,7 +61,8 @@ class UcxTransport final : public Transport {
 
   void send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
             Transfer& transfer) override;
-  void recv(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) override;
+  void recv(PeerHandle from, uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) override;
+  bool recvWaiting(uint64_t tag, uint64_t mask, void* data, std::size_t bytes, Transfer& transfer) override;
   void cancel(Transfer& transfer) override;
 
   std::optional<ProbedMessage> probe(uint64_t tag, uint64_t mask) override;
@@ -70,6 +71,7 @@ class UcxTransport final : public Transport {
   unsigned progress() override;
   void waitForActivity(int timeoutMs) override;
   void interrupt() override;
+  bool watchWakeupFd(int fd) override;
   void peerGone(PeerHandle peer) override;
   std::vector<PeerFailure> takeFailedPeers() override;
   bool hasFailedPeers() const override { return hasFailedPeers_.load(std::memory_order_acquire); }
@@ -102,6 +104,7 @@ class UcxTransport final : public Transport {
   FileDescriptor epoll_;              // watches the worker's fd and interrupt_
   FileDescriptor interrupt_;          // eventfd written by interrupt()
   int workerFd_ = -1;                 // owned by UCX
+  int wakeupFd_ = -1;                 // watchWakeupFd(); owned by the caller
 
   // Completions reported on a thread other than the driver's (UCX's async
   // thread), ended by the driver's next progress(); guarded by

@@ -11,6 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -25,16 +29,33 @@
 
 #include "collectives/collective.hpp"
 #include "engine/engine.hpp"
+#include "engine/peer_watch.hpp"
 #include "transport/loopback_transport.hpp"
+#include "transport/shared_memory_transport.hpp"
 #include "transport/ucx_transport.hpp"
 
 namespace ucxcoll::testing {
 
-enum class Wire { Ucx, Loopback };
+// How the simulated processes reach each other: UCX or the loopback alone,
+// or either one under the shared-memory lanes that real processes use
+// (transport/shared_memory_transport.hpp).
+enum class Wire { Ucx, Loopback, SharedMemory, SharedMemoryUcx };
 
 inline const char* wireName(Wire wire) {
-  return wire == Wire::Ucx ? "UCX" : "loopback";
+  switch (wire) {
+    case Wire::Ucx:
+      return "UCX";
+    case Wire::Loopback:
+      return "loopback";
+    case Wire::SharedMemory:
+      return "shared memory over loopback";
+    case Wire::SharedMemoryUcx:
+      return "shared memory over UCX";
+  }
+  return "?";
 }
+
+inline constexpr Wire kAllWires[] = {Wire::Ucx, Wire::Loopback, Wire::SharedMemory, Wire::SharedMemoryUcx};
 
 // A group size on a wire: the algorithm tests run every one.
 struct Setup {
@@ -50,17 +71,38 @@ inline int maxTestRanks() {
   return text != nullptr && std::atoi(text) > 0 ? std::atoi(text) : 1 << 16;
 }
 
-// Loopback at 1-16 ranks (cheap, deterministic disturbances), UCX at 1-8.
+// Loopback at 1-16 ranks (cheap, deterministic disturbances), UCX at 1-8,
+// shared-memory lanes over loopback at 1-16 and over UCX (what processes
+// use) at 1-8.
 inline std::vector<Setup> setups() {
   std::vector<Setup> all;
   const int cap = maxTestRanks();
-  for (int n = 1; n <= std::min(16, cap); ++n) {
-    all.push_back({Wire::Loopback, n});
+  for (Wire wire : {Wire::Loopback, Wire::SharedMemory}) {
+    for (int n = 1; n <= std::min(16, cap); ++n) {
+      all.push_back({wire, n});
+    }
   }
-  for (int n = 1; n <= std::min(8, cap); ++n) {
-    all.push_back({Wire::Ucx, n});
+  for (Wire wire : {Wire::Ucx, Wire::SharedMemoryUcx}) {
+    for (int n = 1; n <= std::min(8, cap); ++n) {
+      all.push_back({wire, n});
+    }
   }
   return all;
+}
+
+// A transport of `wire` for one simulated process.
+inline std::unique_ptr<Transport> makeTransport(Wire wire, LoopbackFabric& fabric) {
+  switch (wire) {
+    case Wire::Ucx:
+      return std::make_unique<UcxTransport>();
+    case Wire::Loopback:
+      return fabric.attach();
+    case Wire::SharedMemory:
+      return std::make_unique<SharedMemoryTransport>(fabric.attach());
+    case Wire::SharedMemoryUcx:
+      return std::make_unique<SharedMemoryTransport>(std::make_unique<UcxTransport>());
+  }
+  return nullptr;
 }
 
 // Loopback delivery delayed and reordered, reproducibly from `seed`.
@@ -74,13 +116,7 @@ class Cluster {
           Engine::Threading threading = Engine::Threading::ProgressThread)
       : fabric_(std::make_unique<LoopbackFabric>(options)) {
     for (int r = 0; r < ranks; ++r) {
-      std::unique_ptr<Transport> transport;
-      if (wire == Wire::Ucx) {
-        transport = std::make_unique<UcxTransport>();
-      } else {
-        transport = fabric_->attach();
-      }
-      engines_.push_back(std::make_unique<Engine>(std::move(transport), threading));
+      engines_.push_back(std::make_unique<Engine>(makeTransport(wire, *fabric_), threading));
     }
   }
   ~Cluster() {
@@ -98,9 +134,12 @@ class Cluster {
 
   // A group of `members` (cluster ranks, in group-rank order); element i of
   // the result is group rank i's view. `processes` (by group rank) are the
-  // processes the engines watch as the ranks' (none if empty).
+  // processes the engines watch as the ranks' (none if empty). `hosts` (by
+  // group rank, empty: all one) puts the ranks on simulated hosts: ranks on
+  // different hosts reach each other through the network transport alone.
   std::vector<std::shared_ptr<Group>> makeGroup(const std::string& name, std::vector<int> members = {},
-                                                const std::vector<ProcessIdentity>& processes = {}) {
+                                                const std::vector<ProcessIdentity>& processes = {},
+                                                const std::vector<int>& hosts = {}) {
     if (members.empty()) {
       for (int r = 0; r < size(); ++r) {
         members.push_back(r);
@@ -114,9 +153,13 @@ class Cluster {
     }
     std::vector<std::shared_ptr<Group>> views;
     for (std::size_t i = 0; i < members.size(); ++i) {
+      std::vector<bool> onOtherHost;
+      for (std::size_t j = 0; j < hosts.size(); ++j) {
+        onOtherHost.push_back(hosts[j] != hosts[i]);
+      }
       views.push_back(engine(members[i])
                           .createGroup(name, static_cast<int>(i), static_cast<int>(members.size()), channels[i],
-                                       addresses, channels, processes));
+                                       addresses, channels, processes, onOtherHost));
     }
     groups_.insert(groups_.end(), views.begin(), views.end());
     return views;
@@ -162,6 +205,39 @@ inline Submitted submitCollective(Engine& engine, const std::shared_ptr<Group>& 
   [[maybe_unused]] Engine::Lease none = engine.submit(std::move(op));
   return Submitted(engine, completion, name);
 }
+
+// A transfer that records how it ended.
+struct Recorded final : Transfer {
+  bool ended = false;
+  TransferResult result;
+  void transferDone(const TransferResult& r) override {
+    ended = true;
+    result = r;
+  }
+};
+
+// A child process that sleeps until killed; reaped by the destructor.
+class SleepingChild {
+ public:
+  SleepingChild() : pid_(fork()) {
+    if (pid_ == 0) {
+      for (;;) {
+        pause();  // async-signal-safe, as a child of a threaded process must be
+      }
+    }
+  }
+  ~SleepingChild() {
+    kill();
+    waitpid(pid_, nullptr, 0);
+  }
+  SleepingChild(const SleepingChild&) = delete;
+  SleepingChild& operator=(const SleepingChild&) = delete;
+  void kill() const { ::kill(pid_, SIGKILL); }
+  ProcessIdentity identity() const { return processIdentity(pid_); }
+
+ private:
+  pid_t pid_;
+};
 
 // Runs body(rank) on one thread per rank; returns one message per failed rank.
 inline std::vector<std::string> runRanks(int n, const std::function<void(int)>& body) {

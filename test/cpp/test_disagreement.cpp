@@ -39,7 +39,7 @@ std::vector<std::string> runDisagreeing(Wire wire, const std::vector<Collective:
 }  // namespace
 
 TEST_CASE("all_reduce against all_gather: both ranks raise, naming both collectives", "[disagreement]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
     DYNAMIC_SECTION(wireName(wire)) {
       std::vector<float> reduced(4, 1.0f);
       std::vector<float> input(4, 2.0f), out0(4), out1(4);
@@ -58,7 +58,7 @@ TEST_CASE("all_reduce against all_gather: both ranks raise, naming both collecti
 }
 
 TEST_CASE("broadcast from root 0 against root 1: both roots raise", "[disagreement]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
     DYNAMIC_SECTION(wireName(wire)) {
       std::vector<int> a(8, 1), b(8, 2);
       auto errors = runDisagreeing(wire, {[&](Collective& c) { return broadcastBinomial(c, a.data(), 32, 0); },
@@ -93,7 +93,7 @@ TEST_CASE("ranks choosing different algorithms (sizes around the threshold) rais
 }
 
 TEST_CASE("sizes that differ are a mismatch naming both sizes, on every rank", "[disagreement]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
     DYNAMIC_SECTION(wireName(wire)) {
       std::vector<float> four(4, 1.0f), eight(8, 1.0f);
       auto errors = runDisagreeing(

@@ -48,7 +48,7 @@ Task barrierBody(Collective& c) {
 }  // namespace
 
 TEST_CASE("engine: a group's collectives start one at a time, in issue order", "[engine]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
     DYNAMIC_SECTION(wireName(wire)) {
       Cluster cluster(2, wire);
       auto group = cluster.makeGroup("g");
@@ -74,7 +74,7 @@ TEST_CASE("engine: a group's collectives start one at a time, in issue order", "
 }
 
 TEST_CASE("engine: groups progress independently, whatever order ranks use them in", "[engine]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
     DYNAMIC_SECTION(wireName(wire)) {
       Cluster cluster(2, wire);
       auto a = cluster.makeGroup("a");
@@ -130,7 +130,7 @@ TEST_CASE("engine: each operation fails at its own deadline, naming who did not 
 }
 
 TEST_CASE("engine: a timed-out collective reports what every rank of its group is doing", "[engine][errors]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
     DYNAMIC_SECTION(wireName(wire)) {
       Cluster cluster(4, wire);
       auto group = cluster.makeGroup("g");
@@ -388,7 +388,7 @@ TEST_CASE("engine: onSucceeded runs before waiters wake, and never for a failed 
 }
 
 TEST_CASE("engine: a completion callback may submit and wait for another operation", "[engine]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
     DYNAMIC_SECTION(wireName(wire)) {
       Cluster cluster(2, wire);
       auto group = cluster.makeGroup("g");
@@ -482,33 +482,6 @@ TEST_CASE("engine: channels are unique among live groups and reused only after r
   CHECK_THAT(messageOf<Error>([&] { engine.openChannel(); }),
              Catch::Matchers::Contains("process groups are alive in this process"));
 }
-
-namespace {
-
-// A child process that sleeps until killed; reaped by the destructor.
-class SleepingChild {
- public:
-  SleepingChild() : pid_(fork()) {
-    if (pid_ == 0) {
-      for (;;) {
-        pause();  // async-signal-safe, as a child of a threaded process must be
-      }
-    }
-  }
-  ~SleepingChild() {
-    kill();
-    waitpid(pid_, nullptr, 0);
-  }
-  SleepingChild(const SleepingChild&) = delete;
-  SleepingChild& operator=(const SleepingChild&) = delete;
-  void kill() const { ::kill(pid_, SIGKILL); }
-  ProcessIdentity identity() const { return processIdentity(pid_); }
-
- private:
-  pid_t pid_;
-};
-
-}  // namespace
 
 TEST_CASE("peer watch: reports a watched process's death once, refuses one already gone", "[engine][peers]") {
   std::mutex mutex;

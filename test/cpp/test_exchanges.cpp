@@ -310,7 +310,7 @@ TEST_CASE("reduce of two ranks staged through shared memory, to either root, in 
   // order gives a + b exactly.
   for (StagingPolicy policy : {StagingPolicy::AsConfigured, StagingPolicy::Never, StagingPolicy::EvenRanksOnly}) {
     setStagingPolicyForTests(policy, 0);
-    for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+    for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
       DYNAMIC_SECTION("policy " << static_cast<int>(policy) << " over " << wireName(wire)) {
         Cluster cluster(2, wire, disturbed(static_cast<int>(policy) + 500));
         auto group = cluster.makeGroup("g");

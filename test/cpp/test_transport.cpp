@@ -20,15 +20,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Recorded final : Transfer {
-  bool ended = false;
-  TransferResult result;
-  void transferDone(const TransferResult& r) override {
-    ended = true;
-    result = r;
-  }
-};
-
 struct Pair {
   std::unique_ptr<LoopbackFabric> fabric;
   std::unique_ptr<Transport> a;
@@ -38,13 +29,8 @@ struct Pair {
   PeerHandle aToA = nullptr;
 
   explicit Pair(Wire wire, LoopbackOptions options = {}) : fabric(std::make_unique<LoopbackFabric>(options)) {
-    if (wire == Wire::Ucx) {
-      a = std::make_unique<UcxTransport>();
-      b = std::make_unique<UcxTransport>();
-    } else {
-      a = fabric->attach();
-      b = fabric->attach();
-    }
+    a = makeTransport(wire, *fabric);
+    b = makeTransport(wire, *fabric);
     aToB = a->connect(b->address(), PeerLocation::ThisHost);
     bToA = b->connect(a->address(), PeerLocation::ThisHost);
     aToA = a->connect(a->address(), PeerLocation::ThisHost);
@@ -85,7 +71,7 @@ const uint64_t kTag = tag::pointToPoint(1, 5, 0);
 }  // namespace
 
 TEST_CASE("transport: payloads from 0 B to 64 MiB arrive intact, whichever side posts first", "[transport]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : kAllWires) {
     for (bool receiveFirst : {true, false}) {
       DYNAMIC_SECTION(wireName(wire) << (receiveFirst ? ", receive posted first" : ", send posted first")) {
         Pair pair(wire);
@@ -95,12 +81,12 @@ TEST_CASE("transport: payloads from 0 B to 64 MiB arrive intact, whichever side 
           std::vector<uint8_t> received(bytes, 0);
           Recorded send, recv;
           if (receiveFirst) {
-            pair.b->recv(kTag, tag::kMatchAll, received.data(), bytes, recv);
+            pair.b->recv(nullptr, kTag, tag::kMatchAll, received.data(), bytes, recv);
             pair.a->send(pair.aToB, kTag, data.data(), bytes, SendMode::Standard, send);
           } else {
             pair.a->send(pair.aToB, kTag, data.data(), bytes, SendMode::Standard, send);
             pair.progressFor(std::chrono::milliseconds(1));
-            pair.b->recv(kTag, tag::kMatchAll, received.data(), bytes, recv);
+            pair.b->recv(nullptr, kTag, tag::kMatchAll, received.data(), bytes, recv);
           }
           REQUIRE(pair.progressUntil([&] { return send.ended && recv.ended; }));
           CHECK(send.result.status == TransferStatus::Ok);
@@ -115,14 +101,14 @@ TEST_CASE("transport: payloads from 0 B to 64 MiB arrive intact, whichever side 
 }
 
 TEST_CASE("transport: a message larger than the buffer ends Truncated with its real size", "[transport][errors]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : kAllWires) {
     for (std::size_t sent : {std::size_t{64}, std::size_t{4} << 20}) {
       DYNAMIC_SECTION(wireName(wire) << ", " << sent << " bytes into a smaller buffer") {
         Pair pair(wire);
         auto data = pattern(sent, 1);
         std::vector<uint8_t> buffer(sent / 2);
         Recorded send, recv;
-        pair.b->recv(kTag, tag::kMatchAll, buffer.data(), buffer.size(), recv);
+        pair.b->recv(nullptr, kTag, tag::kMatchAll, buffer.data(), buffer.size(), recv);
         pair.a->send(pair.aToB, kTag, data.data(), sent, SendMode::Standard, send);
         REQUIRE(pair.progressUntil([&] { return send.ended && recv.ended; }));
         CHECK(recv.result.status == TransferStatus::Truncated);
@@ -135,12 +121,12 @@ TEST_CASE("transport: a message larger than the buffer ends Truncated with its r
 }
 
 TEST_CASE("transport: a smaller message ends Ok with its length", "[transport]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : kAllWires) {
     Pair pair(wire);
     auto data = pattern(10, 2);
     std::vector<uint8_t> buffer(100);
     Recorded send, recv;
-    pair.b->recv(kTag, tag::kMatchAll, buffer.data(), buffer.size(), recv);
+    pair.b->recv(nullptr, kTag, tag::kMatchAll, buffer.data(), buffer.size(), recv);
     pair.a->send(pair.aToB, kTag, data.data(), data.size(), SendMode::Standard, send);
     REQUIRE(pair.progressUntil([&] { return send.ended && recv.ended; }));
     CHECK(recv.result.status == TransferStatus::Ok);
@@ -149,7 +135,7 @@ TEST_CASE("transport: a smaller message ends Ok with its length", "[transport]")
 }
 
 TEST_CASE("transport: equal tags from one sender match in send order", "[transport]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : kAllWires) {
     DYNAMIC_SECTION(wireName(wire)) {
       Pair pair(wire, LoopbackOptions{.seed = 3, .maxDelay = 5, .reorder = true});
       constexpr int kMessages = 50;
@@ -168,7 +154,7 @@ TEST_CASE("transport: equal tags from one sender match in send order", "[transpo
         }
       }
       for (int i = 0; i < kMessages; ++i) {
-        pair.b->recv(kTag, tag::kMatchAll, received[i].data(), received[i].size(), recvs[i]);
+        pair.b->recv(nullptr, kTag, tag::kMatchAll, received[i].data(), received[i].size(), recvs[i]);
       }
       REQUIRE(pair.progressUntil([&] {
         for (int i = 0; i < kMessages; ++i) {
@@ -187,12 +173,12 @@ TEST_CASE("transport: equal tags from one sender match in send order", "[transpo
 }
 
 TEST_CASE("transport: a masked receive takes any sender and reports its tag", "[transport]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : kAllWires) {
     Pair pair(wire);
     uint64_t sent = tag::pointToPoint(1, 42, 7);
     int value = 99, received = 0;
     Recorded send, recv;
-    pair.a->recv(tag::pointToPoint(1, 42, 0), tag::kMatchAnySender, &received, sizeof(received), recv);
+    pair.a->recv(nullptr, tag::pointToPoint(1, 42, 0), tag::kMatchAnySender, &received, sizeof(received), recv);
     pair.b->send(pair.bToA, sent, &value, sizeof(value), SendMode::Standard, send);
     REQUIRE(pair.progressUntil([&] { return send.ended && recv.ended; }));
     CHECK(received == 99);
@@ -201,7 +187,7 @@ TEST_CASE("transport: a masked receive takes any sender and reports its tag", "[
 }
 
 TEST_CASE("transport: a synchronous send ends only once the receiver matched it", "[transport]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : kAllWires) {
     DYNAMIC_SECTION(wireName(wire)) {
       Pair pair(wire);
       int value = 5, received = 0;
@@ -209,7 +195,7 @@ TEST_CASE("transport: a synchronous send ends only once the receiver matched it"
       pair.a->send(pair.aToB, kTag, &value, sizeof(value), SendMode::Synchronous, send);
       pair.progressFor(std::chrono::milliseconds(50));
       CHECK_FALSE(send.ended);
-      pair.b->recv(kTag, tag::kMatchAll, &received, sizeof(received), recv);
+      pair.b->recv(nullptr, kTag, tag::kMatchAll, &received, sizeof(received), recv);
       REQUIRE(pair.progressUntil([&] { return send.ended && recv.ended; }));
       CHECK(send.result.status == TransferStatus::Ok);
       CHECK(received == 5);
@@ -218,7 +204,7 @@ TEST_CASE("transport: a synchronous send ends only once the receiver matched it"
 }
 
 TEST_CASE("transport: probe sees an unmatched message without taking it; discard drops it", "[transport]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : kAllWires) {
     DYNAMIC_SECTION(wireName(wire)) {
       Pair pair(wire);
       std::vector<uint8_t> big(1 << 20, 3);
@@ -253,7 +239,7 @@ TEST_CASE("transport: with a job key, only messages sent under the same key matc
   int value = 1, received = 0;
   {
     Recorded send, recv;
-    pair.b->recv(tag::pointToPoint(1, 42, 0), tag::kMatchAnySender, &received, sizeof(received), recv);
+    pair.b->recv(nullptr, tag::pointToPoint(1, 42, 0), tag::kMatchAnySender, &received, sizeof(received), recv);
     pair.a->send(pair.aToB, sent, &value, sizeof(value), SendMode::Standard, send);
     REQUIRE(pair.progressUntil([&] { return send.ended && recv.ended; }));
     CHECK(received == 1);
@@ -266,8 +252,8 @@ TEST_CASE("transport: with a job key, only messages sent under the same key matc
   value = 2;
   Recorded send, exact, anySender;
   int exactBuffer = 0;
-  pair.b->recv(sent, tag::kMatchAll, &exactBuffer, sizeof(exactBuffer), exact);
-  pair.b->recv(tag::pointToPoint(1, 42, 0), tag::kMatchAnySender, &received, sizeof(received), anySender);
+  pair.b->recv(nullptr, sent, tag::kMatchAll, &exactBuffer, sizeof(exactBuffer), exact);
+  pair.b->recv(nullptr, tag::pointToPoint(1, 42, 0), tag::kMatchAnySender, &received, sizeof(received), anySender);
   pair.a->send(pair.aToB, sent, &value, sizeof(value), SendMode::Standard, send);
   REQUIRE(pair.progressUntil([&] { return send.ended; }));
   pair.progressFor(std::chrono::milliseconds(100));
@@ -289,11 +275,11 @@ TEST_CASE("transport: with a job key, only messages sent under the same key matc
 }
 
 TEST_CASE("transport: a canceled receive ends Canceled", "[transport]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : kAllWires) {
     Pair pair(wire);
     int value = 0;
     Recorded recv;
-    pair.b->recv(kTag, tag::kMatchAll, &value, sizeof(value), recv);
+    pair.b->recv(nullptr, kTag, tag::kMatchAll, &value, sizeof(value), recv);
     pair.progressFor(std::chrono::milliseconds(1));
     CHECK_FALSE(recv.ended);
     pair.b->cancel(recv);
@@ -303,12 +289,12 @@ TEST_CASE("transport: a canceled receive ends Canceled", "[transport]") {
 }
 
 TEST_CASE("transport: a process can send to itself", "[transport]") {
-  for (Wire wire : {Wire::Ucx, Wire::Loopback}) {
+  for (Wire wire : kAllWires) {
     Pair pair(wire);
     auto data = pattern(1000, 3);
     std::vector<uint8_t> received(1000);
     Recorded send, recv;
-    pair.a->recv(kTag, tag::kMatchAll, received.data(), received.size(), recv);
+    pair.a->recv(nullptr, kTag, tag::kMatchAll, received.data(), received.size(), recv);
     pair.a->send(pair.aToA, kTag, data.data(), data.size(), SendMode::Standard, send);
     REQUIRE(pair.progressUntil([&] { return send.ended && recv.ended; }));
     CHECK(received == data);
@@ -337,7 +323,7 @@ TEST_CASE("loopback: delays and reordering interleave senders but never reorder 
   std::vector<Recorded> recvs(4 * kEach);
   std::vector<int> slots(4 * kEach);
   for (int i = 0; i < 4 * kEach; ++i) {
-    receiver->recv(tag::pointToPoint(1, 0, 0), tag::kMatchAnySender, &slots[i], sizeof(int), recvs[i]);
+    receiver->recv(nullptr, tag::pointToPoint(1, 0, 0), tag::kMatchAnySender, &slots[i], sizeof(int), recvs[i]);
   }
   for (int round = 0; round < 10000 && arrivals.size() < slots.size(); ++round) {
     receiver->progress();
@@ -402,7 +388,7 @@ TEST_CASE("ucx transport: a send to a gone peer on another host ends PeerLost, a
   int received = 0;
   Recorded first;
   Recorded arrival;
-  receiver->recv(kTag, ~uint64_t{0}, &received, sizeof(received), arrival);
+  receiver->recv(nullptr, kTag, ~uint64_t{0}, &received, sizeof(received), arrival);
   sender.send(toReceiver, kTag, &value, sizeof(value), SendMode::Standard, first);
   auto giveUp = Clock::now() + 10s;
   while (!(first.ended && arrival.ended)) {
