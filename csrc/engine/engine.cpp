@@ -456,6 +456,15 @@ bool Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
       break;  // whoever stops the engine aborts what is in flight
     }
     bool worked = step();
+    if (worked && quiet) {
+      // The wait that just ended is noted before the exit test below: the
+      // wait that ends an operation is the one the budget most needs to see.
+      quiet = false;
+      if (callerWaits) {
+        callerSpin_.noteWait(Clock::now() - quietSince);
+        spin = spinFor();
+      }
+    }
     const bool nothingInFlight = inFlight_.empty() && !hasSubmissions_.load(std::memory_order_acquire);
     if (until != nullptr ? until->load(std::memory_order_acquire) : nothingInFlight) {
       break;
@@ -475,11 +484,6 @@ bool Engine::drive(const std::atomic<bool>* until, Clock::time_point limit) {
       break;
     }
     if (worked) {
-      if (quiet && callerWaits) {
-        callerSpin_.noteWait(now - quietSince);
-        spin = spinFor();
-      }
-      quiet = false;
       spinUntil = now + spin;
       continue;
     }
