@@ -174,11 +174,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def worker_environment() -> dict:
+    """The launcher's environment with one intra-op thread per process unless
+    the caller set OMP_NUM_THREADS, as torchrun does for several processes
+    per node: torch parallelises a large tensor copy (the all_reduce row's
+    reset of its buffer) with OpenMP, and threads of two ranks spinning on
+    two cores stall each other for milliseconds, on every backend alike."""
+    return dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+
+
 def run_ranks(args, out: str, extra_env: dict | None = None, extra_args: tuple = ()) -> dict:
     port = free_port()
     procs = []
     for rank in range(args.nproc):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
+        env = dict(worker_environment(), RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
                    LOCAL_WORLD_SIZE=str(args.nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    **(extra_env or {}))
         procs.append(subprocess.Popen([sys.executable, __file__, "--worker", "--worker-out", out,
@@ -256,7 +265,7 @@ def main() -> None:
                                 ("--ops", "all_reduce", "--sizes", "8", "--iterations", "20"))
         fake_out = os.path.join(scratch, "fake.json")
         subprocess.run([sys.executable, __file__, "--worker", "--fake", "--worker-out", fake_out,
-                        *common_arguments(args)], check=True)
+                        *common_arguments(args)], check=True, env=worker_environment())
         with open(fake_out) as results:
             fake = json.load(results)
     mpi, why_not = mpi_reference(args)
