@@ -108,9 +108,15 @@ void copyBytes(void* destination, const void* source, std::size_t bytes);
 // outputs[r] holds rank r's contribution on every rank.
 Task allgatherDirect(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
 Task allgatherRing(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
+// The ring in chunks staged through shared memory where a link can be, for
+// large messages.
+Task allgatherChunkedRing(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
 
 // Broadcast `bytes` at `buffer` from group rank `root` to all ranks.
 Task broadcastBinomial(Collective& c, void* buffer, std::size_t bytes, int root);
+// The same as a chain from the root, in chunks passed on as they arrive
+// (staged through shared memory where a link can be): for large messages.
+Task broadcastPipelined(Collective& c, void* buffer, std::size_t bytes, int root);
 
 // All-reduce `count` elements in place.
 Task allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);

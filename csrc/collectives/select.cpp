@@ -4,6 +4,7 @@
 // (common/config.cpp checks their values).
 
 #include "collectives/collective.hpp"
+#include "collectives/staging.hpp"
 #include "common/config.hpp"
 
 namespace ucxcoll {
@@ -20,10 +21,19 @@ Task selectAllgather(Collective& c, const void* input, std::span<void* const> ou
   if (forced == "direct" || (forced == "auto" && small(bytes))) {
     return allgatherDirect(c, input, outputs, bytes);
   }
+  if (forced == "chunked" || (forced == "auto" && worthStaging(bytes))) {
+    return allgatherChunkedRing(c, input, outputs, bytes);
+  }
   return allgatherRing(c, input, outputs, bytes);
 }
 
 Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root) {
+  // The chain pays a round to connect its links; from the size where
+  // staging pays off it is faster than the tree at any group size.
+  const std::string& forced = config().broadcastAlgorithm;
+  if (forced == "pipelined" || (forced == "auto" && worthStaging(bytes))) {
+    return broadcastPipelined(c, buffer, bytes, root);
+  }
   return broadcastBinomial(c, buffer, bytes, root);
 }
 

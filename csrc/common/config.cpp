@@ -80,9 +80,10 @@ Config parseConfig(const EnvironmentLookup& lookup) {
   c.spinMicrosecondsSet = read.get("UCXCOLL_SPIN_US") != nullptr;
   c.smallMessageBytes = static_cast<std::size_t>(read.integer(
       "UCXCOLL_SMALL_MSG_BYTES", static_cast<long>(c.smallMessageBytes), 0, kMaxSmallMessageBytes, " (bytes)"));
-  c.allgatherAlgorithm = read.choice("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm, {"auto", "direct", "ring"});
+  c.allgatherAlgorithm =
+      read.choice("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm, {"auto", "direct", "ring", "chunked"});
   c.allreduceAlgorithm = read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "direct", "ring"});
-  c.broadcastAlgorithm = read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "binomial"});
+  c.broadcastAlgorithm = read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "binomial", "pipelined"});
   c.exitGraceMilliseconds = static_cast<int>(
       read.integer("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds, 0, kMaxExitGraceMilliseconds, " (milliseconds)"));
   c.sharedMemory = read.integer("UCXCOLL_SHARED_MEMORY", 1, 0, 1, "") != 0;

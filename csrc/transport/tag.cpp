@@ -26,17 +26,20 @@ const char* collectiveName(Routine routine) {
   switch (routine) {
     case Routine::AllgatherDirect:
     case Routine::AllgatherRing:
+    case Routine::AllgatherChunkedRing:
       return "all_gather";
     case Routine::AllreduceDirect:
     case Routine::AllreduceRing:
       return "all_reduce";
     case Routine::BroadcastBinomial:
+    case Routine::BroadcastPipelined:
       return "broadcast";
     case Routine::BarrierDissemination:
       return "barrier";
     case Routine::ReduceDirect:
       return "reduce";
     case Routine::ReduceScatterPairwise:
+    case Routine::ReduceScatterStagedPair:
       return "reduce_scatter";
     case Routine::AlltoallPairwise:
       return "all_to_all";
@@ -71,6 +74,12 @@ const char* algorithmName(Routine routine) {
       return "ring";
     case Routine::BroadcastBinomial:
       return "binomial";
+    case Routine::BroadcastPipelined:
+      return "pipelined chain";
+    case Routine::AllgatherChunkedRing:
+      return "chunked ring";
+    case Routine::ReduceScatterStagedPair:
+      return "staged pair";
     case Routine::BarrierDissemination:
       return "dissemination";
   }
@@ -80,12 +89,14 @@ const char* algorithmName(Routine routine) {
 Detail detailOf(Routine routine) {
   switch (routine) {
     case Routine::BroadcastBinomial:
+    case Routine::BroadcastPipelined:
     case Routine::GatherDirect:
     case Routine::ScatterDirect:
       return Detail::Root;
     case Routine::AllreduceDirect:
     case Routine::AllreduceRing:
     case Routine::ReduceScatterPairwise:
+    case Routine::ReduceScatterStagedPair:
       return Detail::Reduction;
     case Routine::ReduceDirect:
       return Detail::RootAndReduction;

@@ -101,15 +101,20 @@ enum class Routine : uint8_t {
   GatherDirect = 11,
   ScatterDirect = 12,
   BarrierMonitored = 13,
+  BroadcastPipelined = 14,
+  AllgatherChunkedRing = 15,
+  ReduceScatterStagedPair = 16,
 };
 inline constexpr uint32_t kRoutineBits = 6;
 inline constexpr int kRoutineShift = 44;
 inline constexpr uint64_t kRoutineFieldMask = ((uint64_t{1} << kRoutineBits) - 1) << kRoutineShift;
 inline constexpr Routine kRoutines[] = {
-    Routine::AllgatherDirect,   Routine::AllgatherRing,        Routine::AllreduceDirect, Routine::AllreduceRing,
-    Routine::BroadcastBinomial, Routine::BarrierDissemination, Routine::ReduceDirect,    Routine::ReduceScatterPairwise,
-    Routine::AlltoallPairwise,  Routine::AllgatherUneven,      Routine::GatherDirect,    Routine::ScatterDirect,
-    Routine::BarrierMonitored};
+    Routine::AllgatherDirect,        Routine::AllgatherRing,         Routine::AllreduceDirect,
+    Routine::AllreduceRing,          Routine::BroadcastBinomial,     Routine::BarrierDissemination,
+    Routine::ReduceDirect,           Routine::ReduceScatterPairwise, Routine::AlltoallPairwise,
+    Routine::AllgatherUneven,        Routine::GatherDirect,          Routine::ScatterDirect,
+    Routine::BarrierMonitored,       Routine::BroadcastPipelined,    Routine::AllgatherChunkedRing,
+    Routine::ReduceScatterStagedPair};
 
 // "all_reduce", and "ring" for AllreduceRing.
 const char* collectiveName(Routine routine);

@@ -222,9 +222,11 @@ TEST_CASE("allreduce ring with staged and plain links mixed", "[collectives]") {
   checkAllreduce(&allreduceRing, "allreduceRing mixed");
 }
 
-TEST_CASE("broadcast binomial from every root", "[collectives]") {
+using BroadcastFn = Task (*)(Collective&, void*, std::size_t, int);
+
+void checkBroadcast(BroadcastFn algorithm, const char* name) {
   for (const Setup& setup : setups()) {
-    DYNAMIC_SECTION("broadcast with " << setup.ranks << " ranks over " << wireName(setup.wire)) {
+    DYNAMIC_SECTION(name << " with " << setup.ranks << " ranks over " << wireName(setup.wire)) {
       const int n = setup.ranks;
       Cluster cluster(n, setup.wire, disturbed(n + 200));
       auto group = cluster.makeGroup("g");
@@ -246,7 +248,7 @@ TEST_CASE("broadcast binomial from every root", "[collectives]") {
             expectations.emplace_back(root, &buffer);
             int32_t* data = buffer.data();
             pending.push_back(submitCollective(cluster.engine(rank), group[rank], "broadcast", [=](Collective& c) {
-              return broadcastBinomial(c, data, count * sizeof(int32_t), root);
+              return algorithm(c, data, count * sizeof(int32_t), root);
             }));
           }
         }
@@ -255,12 +257,33 @@ TEST_CASE("broadcast binomial from every root", "[collectives]") {
         }
         for (auto& [root, buffer] : expectations) {
           for (std::size_t i = 0; i < buffer->size(); ++i) {
-            expect((*buffer)[i] == valueOf(root, i), "broadcast from root " + std::to_string(root));
+            expect((*buffer)[i] == valueOf(root, i), std::string(name) + " from root " + std::to_string(root));
           }
         }
       });
       checkNoFailures(failures);
     }
+  }
+}
+
+TEST_CASE("broadcast binomial from every root", "[collectives]") {
+  checkBroadcast(&broadcastBinomial, "broadcastBinomial");
+}
+
+TEST_CASE("broadcast pipelined chain from every root, links staged, plain and mixed", "[collectives]") {
+  // Staging from 0 bytes, so that every test size stages where it can;
+  // EvenRanksOnly leaves a rank's two links different wherever a
+  // neighbour is odd, Never leaves every link plain.
+  for (StagingPolicy policy : {StagingPolicy::AsConfigured, StagingPolicy::Never, StagingPolicy::EvenRanksOnly}) {
+    StagingPolicyScope scope(policy);
+    checkBroadcast(&broadcastPipelined, "broadcastPipelined");
+  }
+}
+
+TEST_CASE("allgather chunked ring, links staged and mixed", "[collectives]") {
+  for (StagingPolicy policy : {StagingPolicy::AsConfigured, StagingPolicy::EvenRanksOnly}) {
+    StagingPolicyScope scope(policy);
+    checkAllgather(&allgatherChunkedRing, "allgatherChunkedRing");
   }
 }
 

@@ -78,10 +78,10 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
       {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "on", "UCXCOLL_PEERS_ON_OTHER_HOSTS=on: expected an integer from 0 to 1"},
       {"UCXCOLL_LOG_LEVEL", "verbose", "UCXCOLL_LOG_LEVEL=verbose: expected one of error, warn, info, debug"},
       {"UCXCOLL_LOG_LEVEL", "WARN", "UCXCOLL_LOG_LEVEL=WARN: expected one of error, warn, info, debug"},
-      {"UCXCOLL_ALLGATHER_ALGO", "tree", "UCXCOLL_ALLGATHER_ALGO=tree: expected one of auto, direct, ring"},
+      {"UCXCOLL_ALLGATHER_ALGO", "tree", "UCXCOLL_ALLGATHER_ALGO=tree: expected one of auto, direct, ring, chunked"},
       {"UCXCOLL_ALLREDUCE_ALGO", "rabenseifner",
        "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, direct, ring"},
-      {"UCXCOLL_BCAST_ALGO", "ring", "UCXCOLL_BCAST_ALGO=ring: expected one of auto, binomial"},
+      {"UCXCOLL_BCAST_ALGO", "ring", "UCXCOLL_BCAST_ALGO=ring: expected one of auto, binomial, pipelined"},
   };
   const Config defaults = parse({});
   for (const Case& bad : cases) {

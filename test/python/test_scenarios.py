@@ -35,7 +35,7 @@ def python(code: str, **env):
     ("UCXCOLL_SHARED_MEMORY", "on", "an integer from 0 to 1"),
     ("UCXCOLL_LOG_LEVEL", "verbose", "one of error, warn, info, debug"),
     ("UCXCOLL_ALLREDUCE_ALGO", "tree", "one of auto, direct, ring"),
-    ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, binomial"),
+    ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, binomial, pipelined"),
 ])
 def test_a_bad_setting_raises_at_init_naming_the_variable(variable, value, expected):
     result = python(
