@@ -313,6 +313,15 @@ def sixty_four_mib_per_rank(ctx: Context) -> None:
     payload = tensor if ctx.rank == ctx.world - 1 else torch.zeros_like(tensor)
     dist.broadcast(payload, src=ctx.world - 1)
     assert torch.equal(payload, torch.arange(count, dtype=torch.int32) + ctx.world - 1), "64 MiB broadcast"
+    del payload, reduced
+    # 16 MiB blocks: staged pair at 2 ranks, pairwise otherwise.
+    block_count = (16 << 20) // 4
+    scattered_input = torch.arange(ctx.world * block_count, dtype=torch.int32) + ctx.rank
+    scattered = torch.empty(block_count, dtype=torch.int32)
+    dist.reduce_scatter_tensor(scattered, scattered_input)
+    expected = (torch.arange(block_count, dtype=torch.int32) + ctx.rank * block_count) * ctx.world \
+        + ctx.world * (ctx.world - 1) // 2
+    assert torch.equal(scattered, expected), "16 MiB-per-block reduce_scatter_tensor"
 
 
 # ---- object collectives (built by torch on all_gather and broadcast) -------------
