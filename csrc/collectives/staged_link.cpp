@@ -50,8 +50,8 @@ Task RingLinks::connect(uint64_t bytes) {
   }
   for (const auto& [peer, theirs] : {std::pair{left_, fromLeft_.bytes}, std::pair{right_, fromRight_.bytes}}) {
     if (theirs != bytes) {
-      throw MismatchError(c_.name() + ": rank " + std::to_string(peer) + " reduces " + std::to_string(theirs) +
-                          " bytes where this rank reduces " + std::to_string(bytes) +
+      throw MismatchError(c_.name() + ": rank " + std::to_string(peer) + " works on " + std::to_string(theirs) +
+                          " bytes where this rank works on " + std::to_string(bytes) +
                           " (ranks disagree about the tensor sizes)");
     }
   }

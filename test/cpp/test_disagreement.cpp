@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cluster.hpp"
+#include "collectives/staging.hpp"
 #include "common/error.hpp"
 
 using namespace ucxcoll;
@@ -159,6 +160,63 @@ TEST_CASE("ring all_reduce with sizes that cut different blocks raises on both r
       Wire::Ucx,
       {[&](Collective& c) { return allreduceRing(c, a.data(), a.size(), DataType::Float32, Reduction::Sum); },
        [&](Collective& c) { return allreduceRing(c, b.data(), b.size(), DataType::Float32, Reduction::Sum); }});
-  CHECK_THAT(errors[0], Catch::Matchers::Contains("rank 1 reduces 4194308 bytes where this rank reduces 4194304"));
-  CHECK_THAT(errors[1], Catch::Matchers::Contains("rank 0 reduces 4194304 bytes where this rank reduces 4194308"));
+  CHECK_THAT(errors[0], Catch::Matchers::Contains("rank 1 works on 4194308 bytes where this rank works on 4194304"));
+  CHECK_THAT(errors[1], Catch::Matchers::Contains("rank 0 works on 4194304 bytes where this rank works on 4194308"));
+}
+
+TEST_CASE("large collectives: another root, another size, either side of the staging threshold: every rank raises",
+          "[disagreement]") {
+  // The pipelined broadcast, the chunked all_gather and the 2-rank staged
+  // reduce_scatter take over from kStagingMinBytes under routines of their
+  // own; ranks on either side of it, or with another root, must raise
+  // rather than wait for the deadline.
+  const std::size_t large = kStagingMinBytes;
+  std::vector<std::byte> a(2 * large), b(2 * large);
+  SECTION("pipelined broadcast from root 0 against root 1") {
+    auto errors = runDisagreeing(Wire::SharedMemoryUcx,
+                                 {[&](Collective& c) { return broadcastPipelined(c, a.data(), 4096, 0); },
+                                  [&](Collective& c) { return broadcastPipelined(c, b.data(), 4096, 1); }});
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("this rank runs broadcast from rank 0 (pipelined chain algorithm), "
+                                                    "but a peer sent a message of broadcast from rank 1"));
+    CHECK_THAT(errors[1], Catch::Matchers::Contains("this rank runs broadcast from rank 1 (pipelined chain"));
+  }
+  SECTION("pipelined broadcast of different sizes") {
+    auto errors = runDisagreeing(Wire::SharedMemoryUcx,
+                                 {[&](Collective& c) { return broadcastPipelined(c, a.data(), 4096, 0); },
+                                  [&](Collective& c) { return broadcastPipelined(c, b.data(), 8192, 0); }});
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("rank 1 works on 8192 bytes where this rank works on 4096"));
+    CHECK_THAT(errors[1], Catch::Matchers::Contains("rank 0 works on 4096 bytes where this rank works on 8192"));
+  }
+  SECTION("broadcast below and above the threshold") {
+    auto errors =
+        runDisagreeing(Wire::SharedMemoryUcx, {[&](Collective& c) { return selectBroadcast(c, a.data(), 4096, 0); },
+                                               [&](Collective& c) { return selectBroadcast(c, b.data(), large, 0); }});
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of broadcast from rank 0 (pipelined chain"));
+    CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of broadcast from rank 0 (binomial"));
+  }
+  SECTION("all_gather below and above the threshold") {
+    std::vector<void*> smallOut{a.data(), a.data() + large / 2}, largeOut{b.data(), b.data() + large};
+    auto errors = runDisagreeing(Wire::SharedMemoryUcx,
+                                 {[&](Collective& c) { return selectAllgather(c, a.data(), smallOut, large / 2); },
+                                  [&](Collective& c) { return selectAllgather(c, b.data(), largeOut, large); }});
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of all_gather (chunked ring algorithm)"));
+    CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of all_gather (ring algorithm)"));
+  }
+  SECTION("2-rank reduce_scatter below and above the threshold") {
+    const std::size_t smallCount = large / 8 / sizeof(float), largeCount = large / sizeof(float);
+    auto* af = reinterpret_cast<float*>(a.data());
+    auto* bf = reinterpret_cast<float*>(b.data());
+    std::vector<float> out0(smallCount), out1(largeCount);
+    const std::vector<const void*> smallIn{af, af + smallCount}, largeIn{bf, bf + largeCount};
+    auto errors = runDisagreeing(
+        Wire::SharedMemoryUcx,
+        {[&](Collective& c) {
+           return reduceScatterPairwise(c, smallIn, out0.data(), smallCount, DataType::Float32, Reduction::Sum);
+         },
+         [&](Collective& c) {
+           return reduceScatterPairwise(c, largeIn, out1.data(), largeCount, DataType::Float32, Reduction::Sum);
+         }});
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of reduce_scatter (SUM, staged pair"));
+    CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of reduce_scatter (SUM, pairwise"));
+  }
 }
