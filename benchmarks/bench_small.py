@@ -20,6 +20,14 @@ mpi      Open MPI through mpi4py on numpy buffers (benchmarks/mpi_reference.py,
          project's (--mpi-python, default /usr/bin/python3; Debian's
          openmpi-bin and python3-mpi4py); without them the column is left
          out and the reason printed.
+pages    --pages 4k (default): every backend's buffers on the 4 KiB pages
+         torch allocates by default, and numpy's huge-page advice turned
+         off for Open MPI, so all of them move the same kind of memory.
+         --pages huge: transparent huge pages on both sides (torch with
+         THP_MEM_ALLOC_ENABLE=1, numpy as it comes). The kind matters from
+         1 MiB on: a kernel copy between processes (CMA, process_vm_readv,
+         which UCX and Open MPI use for large messages) reads a huge-page
+         buffer about 4x faster than a 4 KiB-page one here.
 bound    fake + 3 x mpi (with more ranks than cores: fake + 5 x mpi), the
          figure ucxcoll aims to stay under.
 
@@ -174,20 +182,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def worker_environment() -> dict:
+def worker_environment(args) -> dict:
     """The launcher's environment with one intra-op thread per process unless
     the caller set OMP_NUM_THREADS, as torchrun does for several processes
     per node: torch parallelises a large tensor copy (the all_reduce row's
     reset of its buffer) with OpenMP, and threads of two ranks spinning on
-    two cores stall each other for milliseconds, on every backend alike."""
-    return dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    two cores stall each other for milliseconds, on every backend alike.
+    With --pages huge torch puts tensors of 2 MiB and more on huge pages."""
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    env.pop("THP_MEM_ALLOC_ENABLE", None)
+    if args.pages == "huge":
+        env["THP_MEM_ALLOC_ENABLE"] = "1"
+    return env
 
 
 def run_ranks(args, out: str, extra_env: dict | None = None, extra_args: tuple = ()) -> dict:
     port = free_port()
     procs = []
     for rank in range(args.nproc):
-        env = dict(worker_environment(), RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
+        env = dict(worker_environment(args), RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
                    LOCAL_WORLD_SIZE=str(args.nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    **(extra_env or {}))
         procs.append(subprocess.Popen([sys.executable, __file__, "--worker", "--worker-out", out,
@@ -210,6 +223,8 @@ def mpi_reference(args) -> tuple[dict | None, str]:
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         return None, "no mpirun on PATH (Debian: apt-get install openmpi-bin python3-mpi4py)"
+    if shutil.which(args.mpi_python) is None:
+        return None, f"no interpreter {args.mpi_python} (--mpi-python)"
     probe = subprocess.run([args.mpi_python, "-c", "import mpi4py, numpy"], capture_output=True, text=True)
     if probe.returncode != 0:
         return None, f"{args.mpi_python} cannot import mpi4py and numpy (Debian: apt-get install python3-mpi4py)"
@@ -218,7 +233,8 @@ def mpi_reference(args) -> tuple[dict | None, str]:
         command = [mpirun, "--allow-run-as-root", "--oversubscribe", "--mca", "pml", pml, "-np", str(args.nproc),
                    args.mpi_python, os.path.join(HERE, "mpi_reference.py"), "--ops",
                    *sorted({MPI_NAMES[o] for o in args.ops}), "--sizes", *map(str, args.sizes),
-                   "--iterations", str(args.iterations), "--back-to-back", str(args.loop_iterations)]
+                   "--iterations", str(args.iterations), "--back-to-back", str(args.loop_iterations),
+                   "--pages", args.pages]
         result = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, OMPI_MCA_btl="self,vader"))
         if result.returncode != 0:
             lines = result.stderr.strip().splitlines() or [f"exit code {result.returncode}"]
@@ -247,6 +263,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=300, help="timed iterations per row (gloo: a fifth)")
     parser.add_argument("--loop-iterations", type=int, default=20000, help="of the back-to-back loop")
     parser.add_argument("--mpi-python", default="/usr/bin/python3", help="an interpreter with mpi4py and numpy")
+    parser.add_argument("--pages", choices=["4k", "huge"], default="4k",
+                        help="the memory every backend's buffers live on (see above)")
     parser.add_argument("--json", default="benchmarks/results/bench_small.json", help="'' for nowhere")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--fake", action="store_true", help=argparse.SUPPRESS)
@@ -265,12 +283,12 @@ def main() -> None:
                                 ("--ops", "all_reduce", "--sizes", "8", "--iterations", "20"))
         fake_out = os.path.join(scratch, "fake.json")
         subprocess.run([sys.executable, __file__, "--worker", "--fake", "--worker-out", fake_out,
-                        *common_arguments(args)], check=True, env=worker_environment())
+                        *common_arguments(args)], check=True, env=worker_environment(args))
         with open(fake_out) as results:
             fake = json.load(results)
     mpi, why_not = mpi_reference(args)
     print(f"# {args.nproc} ranks on {cores} cores; per iteration a barrier, then one call; slowest rank's time; "
-          f"p50 (p90) in us")
+          f"p50 (p90) in us; buffers on {'huge' if args.pages == 'huge' else '4 KiB'} pages")
     if mpi is None:
         print(f"# Open MPI left out: {why_not}")
     else:
@@ -306,7 +324,7 @@ def main() -> None:
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as out:
-            json.dump({"nproc": args.nproc, "cores": cores, "bound_factor": factor, "rows": table,
+            json.dump({"nproc": args.nproc, "cores": cores, "pages": args.pages, "bound_factor": factor, "rows": table,
                        "mpi_library": mpi["library"] if mpi else None, "mpi_left_out": why_not or None,
                        "back_to_back_us": {"ucxcoll": loop_u, "ucxcoll_no_flight_recorder": loop_nofr,
                                            "fake": loop_f, "mpi": mpi["back_to_back_us"] if mpi else None}},

@@ -4,7 +4,7 @@ python3-mpi4py; never the project's environment). bench_small.py starts it;
 by hand:
 
     mpirun --allow-run-as-root --oversubscribe -np 2 /usr/bin/python3 benchmarks/mpi_reference.py \
-        --sizes 8 4096 --iterations 200 [--pml ucx]
+        --sizes 8 4096 --iterations 200 [--pml ucx] [--pages huge]
 
 Each row is measured the way bench_small.py measures ucxcoll: per iteration
 a barrier, then every rank times one call; the time of an iteration is the
@@ -96,8 +96,13 @@ def main() -> None:
     parser.add_argument("--ops", nargs="+", default=OPERATIONS, choices=OPERATIONS)
     parser.add_argument("--sizes", nargs="+", type=int, default=[8, 4096, 65536])
     parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--pages", choices=["4k", "huge"], default="4k",
+                        help="4k: numpy's huge-page advice off, so buffers sit on 4 KiB pages as torch's do by default")
     parser.add_argument("--back-to-back", type=int, default=5000, help="iterations of the barrier-free loop")
     args = parser.parse_args()
+    # numpy advises huge pages for arrays from 4 MiB on; torch does not
+    # unless THP_MEM_ALLOC_ENABLE=1. Both sides must move the same memory.
+    np.core.multiarray._set_madvise_hugepage(args.pages == "huge")
     comm = MPI.COMM_WORLD
     rows = []
     for operation in args.ops:

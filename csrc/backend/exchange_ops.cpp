@@ -102,7 +102,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::all_to_all_single(at::Tensor& outputB
   CopyBacks copies;
   addCopyBack(copies, target, outputBuffer);
   Collective::Body body = [input, target, sends, receives, equalSplits](Collective& c) {
-    return alltoallPairwise(c, tag::Routine::AlltoallPairwise, sends, receives, !equalSplits);
+    return equalSplits ? selectAlltoall(c, sends, receives)
+                       : alltoallPairwise(c, tag::Routine::AlltoallPairwise, sends, receives, true);
   };
   return runCollective(c10d::OpType::ALLTOALL_BASE, op, opts.timeout, opts.asyncOp,
                        c10::IValue(std::vector<at::Tensor>{outputBuffer}), tensorListType(),

@@ -171,12 +171,17 @@ struct Block {
 // once the rest has moved.
 Task alltoallPairwise(Collective& c, tag::Routine routine, std::span<const Block> sends,
                       std::span<const Block> receives, bool checkSizes);
+// The same for equal blocks (every one sends[rank].bytes) in rounds, each
+// block staged through shared memory where its link can be: for large ones.
+Task alltoallStaged(Collective& c, std::span<const Block> sends, std::span<const Block> receives);
 
 // ---- Selection (select.cpp): the algorithm for this message and group size,
 // or the one UCXCOLL_*_ALGO forces. --------------------------------------
 Task selectAllgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
 Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root);
 Task selectAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
+// Equal blocks of `sends[rank].bytes`; staged once a block is worth staging.
+Task selectAlltoall(Collective& c, std::span<const Block> sends, std::span<const Block> receives);
 Task selectBarrier(Collective& c);
 
 }  // namespace ucxcoll

@@ -45,6 +45,14 @@ Task selectAllreduce(Collective& c, void* buffer, std::size_t count, DataType ty
   return allreduceRing(c, buffer, count, type, reduction);
 }
 
+Task selectAlltoall(Collective& c, std::span<const Block> sends, std::span<const Block> receives) {
+  const std::string& forced = config().alltoallAlgorithm;
+  if (forced == "staged" || (forced == "auto" && worthStaging(sends[c.rank()].bytes))) {
+    return alltoallStaged(c, sends, receives);
+  }
+  return alltoallPairwise(c, tag::Routine::AlltoallPairwise, sends, receives, false);
+}
+
 Task selectBarrier(Collective& c) {
   return barrierDissemination(c);
 }

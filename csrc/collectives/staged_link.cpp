@@ -10,11 +10,10 @@
 namespace ucxcoll {
 
 RingLinks::RingLinks(Collective& c, uint32_t helloSlot, uint32_t backSlot)
-    : c_(c),
-      left_((c.rank() - 1 + c.size()) % c.size()),
-      right_((c.rank() + 1) % c.size()),
-      helloSlot_(helloSlot),
-      backSlot_(backSlot) {}
+    : RingLinks(c, (c.rank() - 1 + c.size()) % c.size(), (c.rank() + 1) % c.size(), helloSlot, backSlot) {}
+
+RingLinks::RingLinks(Collective& c, int left, int right, uint32_t helloSlot, uint32_t backSlot)
+    : c_(c), left_(left), right_(right), helloSlot_(helloSlot), backSlot_(backSlot) {}
 
 RingLinks::~RingLinks() {
   if (freed_ != put_) {

@@ -1,7 +1,7 @@
 #pragma once
 // The two links of one rank in a ring during one collective: this rank to
 // its right neighbour (it sends) and its left neighbour to this rank (it
-// receives). Each link is either staged through the sender's shared memory
+// receives); "left" and "right" may be any two peers. Each link is either staged through the sender's shared memory
 // (staging.hpp), when both ends are on one host and the receiver could map
 // the sender's segment, or carries plain messages. The ends of a link agree
 // on which in connect(); the two links of a rank may differ.
@@ -29,6 +29,9 @@ class RingLinks {
   // Hello messages go both ways on helloSlot; verdicts and "free" tokens
   // flow from right to left on backSlot.
   RingLinks(Collective& c, uint32_t helloSlot, uint32_t backSlot);
+  // The same two links with other ends: this rank receives from `left`
+  // and sends to `right` (a round of a pairwise exchange).
+  RingLinks(Collective& c, int left, int right, uint32_t helloSlot, uint32_t backSlot);
   // An operation that failed before drain() completed abandons its
   // staging memory instead of giving it back to the pool.
   ~RingLinks();

@@ -84,6 +84,7 @@ Config parseConfig(const EnvironmentLookup& lookup) {
       read.choice("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm, {"auto", "direct", "ring", "chunked"});
   c.allreduceAlgorithm = read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "direct", "ring"});
   c.broadcastAlgorithm = read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "binomial", "pipelined"});
+  c.alltoallAlgorithm = read.choice("UCXCOLL_ALLTOALL_ALGO", c.alltoallAlgorithm, {"auto", "pairwise", "staged"});
   c.exitGraceMilliseconds = static_cast<int>(
       read.integer("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds, 0, kMaxExitGraceMilliseconds, " (milliseconds)"));
   c.sharedMemory = read.integer("UCXCOLL_SHARED_MEMORY", 1, 0, 1, "") != 0;

@@ -32,11 +32,13 @@ struct Config {
   // UCXCOLL_SMALL_MSG_BYTES: at or below this many bytes per rank the
   // latency-bound algorithms are used, above it the bandwidth-bound ones.
   std::size_t smallMessageBytes = 32 * 1024;
-  // UCXCOLL_ALLGATHER_ALGO / UCXCOLL_ALLREDUCE_ALGO / UCXCOLL_BCAST_ALGO:
-  // "auto" or force one algorithm by name (for benchmarks and tests).
+  // UCXCOLL_ALLGATHER_ALGO / UCXCOLL_ALLREDUCE_ALGO / UCXCOLL_BCAST_ALGO /
+  // UCXCOLL_ALLTOALL_ALGO: "auto" or force one algorithm by name (for
+  // benchmarks and tests).
   std::string allgatherAlgorithm = "auto";
   std::string allreduceAlgorithm = "auto";
   std::string broadcastAlgorithm = "auto";
+  std::string alltoallAlgorithm = "auto";
   // UCXCOLL_EXIT_GRACE_MS: at interpreter exit, how long collectives still
   // queued or running may take to finish before they are aborted. Peers
   // usually exit after the same collectives, so they complete at once; a

@@ -42,6 +42,7 @@ const char* collectiveName(Routine routine) {
     case Routine::ReduceScatterStagedPair:
       return "reduce_scatter";
     case Routine::AlltoallPairwise:
+    case Routine::AlltoallStaged:
       return "all_to_all";
     case Routine::AllgatherUneven:
       return "all_gather (uneven)";
@@ -80,6 +81,8 @@ const char* algorithmName(Routine routine) {
       return "chunked ring";
     case Routine::ReduceScatterStagedPair:
       return "staged pair";
+    case Routine::AlltoallStaged:
+      return "staged pairwise";
     case Routine::BarrierDissemination:
       return "dissemination";
   }

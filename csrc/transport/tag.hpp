@@ -104,17 +104,20 @@ enum class Routine : uint8_t {
   BroadcastPipelined = 14,
   AllgatherChunkedRing = 15,
   ReduceScatterStagedPair = 16,
+  AlltoallStaged = 17,
 };
 inline constexpr uint32_t kRoutineBits = 6;
 inline constexpr int kRoutineShift = 44;
 inline constexpr uint64_t kRoutineFieldMask = ((uint64_t{1} << kRoutineBits) - 1) << kRoutineShift;
-inline constexpr Routine kRoutines[] = {
-    Routine::AllgatherDirect,        Routine::AllgatherRing,         Routine::AllreduceDirect,
-    Routine::AllreduceRing,          Routine::BroadcastBinomial,     Routine::BarrierDissemination,
-    Routine::ReduceDirect,           Routine::ReduceScatterPairwise, Routine::AlltoallPairwise,
-    Routine::AllgatherUneven,        Routine::GatherDirect,          Routine::ScatterDirect,
-    Routine::BarrierMonitored,       Routine::BroadcastPipelined,    Routine::AllgatherChunkedRing,
-    Routine::ReduceScatterStagedPair};
+inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,      Routine::AllgatherRing,
+                                        Routine::AllreduceDirect,      Routine::AllreduceRing,
+                                        Routine::BroadcastBinomial,    Routine::BarrierDissemination,
+                                        Routine::ReduceDirect,         Routine::ReduceScatterPairwise,
+                                        Routine::AlltoallPairwise,     Routine::AllgatherUneven,
+                                        Routine::GatherDirect,         Routine::ScatterDirect,
+                                        Routine::BarrierMonitored,     Routine::BroadcastPipelined,
+                                        Routine::AllgatherChunkedRing, Routine::ReduceScatterStagedPair,
+                                        Routine::AlltoallStaged};
 
 // "all_reduce", and "ring" for AllreduceRing.
 const char* collectiveName(Routine routine);

@@ -40,6 +40,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
                     {"UCXCOLL_ALLGATHER_ALGO", "ring"},
                     {"UCXCOLL_ALLREDUCE_ALGO", "direct"},
                     {"UCXCOLL_BCAST_ALGO", "binomial"},
+                    {"UCXCOLL_ALLTOALL_ALGO", "staged"},
                     {"UCXCOLL_EXIT_GRACE_MS", "0"},
                     {"UCXCOLL_SHARED_MEMORY", "0"},
                     {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "1"}});
@@ -50,6 +51,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
   CHECK(c.smallMessageBytes == 0);
   CHECK(c.allgatherAlgorithm == "ring");
   CHECK(c.allreduceAlgorithm == "direct");
+  CHECK(c.alltoallAlgorithm == "staged");
   CHECK(c.exitGraceMilliseconds == 0);
   CHECK_FALSE(c.sharedMemory);
   CHECK(c.peersOnOtherHosts);
@@ -82,6 +84,7 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
       {"UCXCOLL_ALLREDUCE_ALGO", "rabenseifner",
        "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, direct, ring"},
       {"UCXCOLL_BCAST_ALGO", "ring", "UCXCOLL_BCAST_ALGO=ring: expected one of auto, binomial, pipelined"},
+      {"UCXCOLL_ALLTOALL_ALGO", "ring", "UCXCOLL_ALLTOALL_ALGO=ring: expected one of auto, pairwise, staged"},
   };
   const Config defaults = parse({});
   for (const Case& bad : cases) {

@@ -219,4 +219,48 @@ TEST_CASE("large collectives: another root, another size, either side of the sta
     CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of reduce_scatter (SUM, staged pair"));
     CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of reduce_scatter (SUM, pairwise"));
   }
+  SECTION("2-rank all_to_all below and above the threshold") {
+    const std::vector<Block> smallSends{{a.data(), large / 2}, {a.data() + large / 2, large / 2}};
+    const std::vector<Block> smallReceives{{b.data(), large / 2}, {b.data() + large / 2, large / 2}};
+    const std::vector<Block> largeSends{{a.data(), large}, {a.data() + large, large}};
+    const std::vector<Block> largeReceives{{b.data(), large}, {b.data() + large, large}};
+    auto errors = runDisagreeing(Wire::SharedMemoryUcx,
+                                 {[&](Collective& c) { return selectAlltoall(c, smallSends, smallReceives); },
+                                  [&](Collective& c) { return selectAlltoall(c, largeSends, largeReceives); }});
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of all_to_all (staged pairwise algorithm)"));
+    CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of all_to_all (pairwise algorithm)"));
+  }
+}
+
+TEST_CASE("staged all_to_all: one rank with other block sizes fails every rank of the group, at 2-5 ranks",
+          "[disagreement]") {
+  // The last rank's blocks are 8 bytes longer. Rounds pair each rank with
+  // that one at different times; every rank must still raise at once.
+  setStagingPolicyForTests(StagingPolicy::AsConfigured, 0);
+  for (int n = 2; n <= 5; ++n) {
+    DYNAMIC_SECTION(n << " ranks") {
+      std::vector<std::vector<std::byte>> in(n), out(n);
+      std::vector<std::vector<Block>> sends(n), receives(n);
+      std::vector<Collective::Body> bodies;
+      for (int rank = 0; rank < n; ++rank) {
+        const std::size_t block = rank == n - 1 ? 4104 : 4096;
+        in[rank].resize(block * n);
+        out[rank].resize(block * n);
+        for (int p = 0; p < n; ++p) {
+          sends[rank].push_back({in[rank].data() + block * p, block});
+          receives[rank].push_back({out[rank].data() + block * p, block});
+        }
+        bodies.push_back([&, rank](Collective& c) { return alltoallStaged(c, sends[rank], receives[rank]); });
+      }
+      auto errors = runDisagreeing(Wire::SharedMemoryUcx, bodies);
+      for (int rank = 0; rank < n - 1; ++rank) {
+        CHECK_THAT(errors[rank], Catch::Matchers::Contains("rank " + std::to_string(n - 1) +
+                                                           " works on blocks of 4104 bytes where this rank works on "
+                                                           "4096 (ranks disagree about the tensor sizes)"));
+      }
+      CHECK_THAT(errors[n - 1],
+                 Catch::Matchers::Contains("works on blocks of 4096 bytes where this rank works on 4104"));
+    }
+  }
+  setStagingPolicyForTests(StagingPolicy::AsConfigured);
 }

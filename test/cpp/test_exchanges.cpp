@@ -400,3 +400,57 @@ TEST_CASE("reduce-scatter of two ranks staged through shared memory, or pairwise
   }
   setStagingPolicyForTests(StagingPolicy::AsConfigured);
 }
+
+TEST_CASE("all-to-all staged in rounds at 1-6 ranks, links staged, plain and mixed", "[collectives]") {
+  // Staging from 0 bytes, so that every size here takes alltoall_staged.cpp:
+  // blocks of 1 element, 10,001 (one chunk) and, at up to 3 ranks, 300,001
+  // (over 8 chunks: the staging slots are reused). Never and EvenRanksOnly
+  // leave links plain, alone or beside staged ones.
+  for (StagingPolicy policy : {StagingPolicy::AsConfigured, StagingPolicy::Never, StagingPolicy::EvenRanksOnly}) {
+    setStagingPolicyForTests(policy, 0);
+    for (Wire wire : {Wire::Loopback, Wire::SharedMemoryUcx}) {
+      for (int n = 1; n <= 6; ++n) {
+        DYNAMIC_SECTION("policy " << static_cast<int>(policy) << ", " << n << " ranks over " << wireName(wire)) {
+          std::vector<std::size_t> counts{1, 10001};
+          if (n <= 3) {
+            counts.push_back(300001);
+          }
+          Cluster cluster(n, wire, disturbed(static_cast<int>(policy) * 10 + n + 800));
+          auto group = cluster.makeGroup("g");
+          for (std::size_t count : counts) {
+            auto failures = runRanks(n, [&](int rank) {
+              const std::size_t total = count * static_cast<std::size_t>(n);
+              std::vector<int64_t> input(total);
+              std::vector<int64_t> output(total, -1);
+              std::vector<Block> sends;
+              std::vector<Block> receives;
+              for (int p = 0; p < n; ++p) {
+                const std::size_t at = count * static_cast<std::size_t>(p);
+                for (std::size_t i = 0; i < count; ++i) {
+                  input[at + i] = valueOf(rank * 100 + p, i);
+                }
+                sends.push_back({input.data() + at, count * sizeof(int64_t)});
+                receives.push_back({output.data() + at, count * sizeof(int64_t)});
+              }
+              std::span<const Block> s(sends);
+              std::span<const Block> r(receives);
+              submitCollective(cluster.engine(rank), group[rank], "all_to_all", [=](Collective& c) {
+                return alltoallStaged(c, s, r);
+              }).wait();
+              for (int p = 0; p < n; ++p) {
+                std::size_t i = 0;
+                while (i < count && output[count * static_cast<std::size_t>(p) + i] == valueOf(p * 100 + rank, i)) {
+                  ++i;
+                }
+                expect(i == count, "block of " + std::to_string(count) + " from rank " + std::to_string(p) +
+                                       ": first wrong element " + std::to_string(i));
+              }
+            });
+            checkNoFailures(failures);
+          }
+        }
+      }
+    }
+  }
+  setStagingPolicyForTests(StagingPolicy::AsConfigured);
+}

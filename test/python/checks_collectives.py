@@ -322,6 +322,16 @@ def sixty_four_mib_per_rank(ctx: Context) -> None:
     expected = (torch.arange(block_count, dtype=torch.int32) + ctx.rank * block_count) * ctx.world \
         + ctx.world * (ctx.world - 1) // 2
     assert torch.equal(scattered, expected), "16 MiB-per-block reduce_scatter_tensor"
+    del scattered_input, scattered
+    # 8 MiB blocks: staged rounds at every world size; block p of rank r
+    # holds r * 1000 + p + its index.
+    block_count = (8 << 20) // 4
+    index = torch.arange(block_count, dtype=torch.int32)
+    exchanged_input = torch.cat([index + ctx.rank * 1000 + p for p in range(ctx.world)])
+    exchanged = torch.full_like(exchanged_input, -1)
+    dist.all_to_all_single(exchanged, exchanged_input)
+    expected = torch.cat([index + r * 1000 + ctx.rank for r in range(ctx.world)])
+    assert torch.equal(exchanged, expected), "8 MiB-per-block all_to_all_single"
 
 
 # ---- object collectives (built by torch on all_gather and broadcast) -------------

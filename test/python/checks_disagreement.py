@@ -187,6 +187,28 @@ def seventy_thousand_collectives_on_one_group(ctx: Context) -> None:
 
 
 @check(min_world=2)
+def staged_all_to_all_block_sizes_that_differ_raise_on_every_rank(ctx: Context) -> None:
+    # Blocks of 8 MiB (staged rounds) where the last rank's are 4 B longer:
+    # every rank raises, from its own size check or from the notice of a
+    # rank that made it first; no rank's output is written.
+    group = fresh_group()
+    block = (8 << 20) // 4 + (1 if ctx.rank == ctx.world - 1 else 0)
+    mine = torch.ones(block * ctx.world)
+    out = torch.zeros_like(mine)
+    try:
+        dist.all_to_all_single(out, mine, group=group)
+        raise AssertionError("expected DistBackendError, nothing was raised")
+    except dist.DistBackendError as error:
+        message = str(error)
+        assert "all_to_all_single #0" in message, message
+        if "found that they do" not in message:
+            assert "works on blocks of" in message and "(ranks disagree about the tensor sizes)" in message, message
+    assert torch.equal(out, torch.zeros_like(out)), "the failed all_to_all_single left the output as it was"
+    dist.barrier(group=ctx.gloo)
+    dist.destroy_process_group(group)
+
+
+@check(min_world=2)
 def all_to_all_single_split_sizes_that_disagree(ctx: Context) -> None:
     # Rank 1 sends two rows to rank 0, which expects one: ranks 0 and 1
     # raise, naming each other and both sizes; any other rank agrees with

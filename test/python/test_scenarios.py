@@ -36,6 +36,7 @@ def python(code: str, **env):
     ("UCXCOLL_LOG_LEVEL", "verbose", "one of error, warn, info, debug"),
     ("UCXCOLL_ALLREDUCE_ALGO", "tree", "one of auto, direct, ring"),
     ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, binomial, pipelined"),
+    ("UCXCOLL_ALLTOALL_ALGO", "ring", "one of auto, pairwise, staged"),
 ])
 def test_a_bad_setting_raises_at_init_naming_the_variable(variable, value, expected):
     result = python(
