@@ -56,15 +56,17 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
   int64_t joined = store->add("ucxcoll/joined", 1);
   std::string prefix = "ucxcoll/" + std::to_string((joined - 1) / size) + "/";
 
-  // Value: the channel (4 bytes, little-endian); the host identity and the
-  // pid namespace identity (each a 2-byte length and the bytes); the pid (4
-  // bytes) and its start time (8); then the worker address.
+  // Value: the channel (4 bytes, little-endian); the host identity, the
+  // pid namespace identity and the group-wide settings (each a 2-byte
+  // length and the bytes); the pid (4 bytes) and its start time (8); then
+  // the worker address.
   const std::string host = hostIdentity();
   const std::string pidNamespace = pidNamespaceIdentity();
+  const std::string settings = groupWideSettings(config());
   const ProcessIdentity me = thisProcess();
   std::vector<uint8_t> mine;
   putUint(mine, myChannel, 4);
-  for (const std::string* text : {&host, &pidNamespace}) {
+  for (const std::string* text : {&host, &pidNamespace, &settings}) {
     putUint(mine, static_cast<uint32_t>(text->size()), 2);
     mine.insert(mine.end(), text->begin(), text->end());
   }
@@ -76,6 +78,8 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
 
   GroupRendezvous result;
   result.ranksOnThisHost = 0;
+  std::string settingsThatDiffer;
+  int ranksThatDiffer = 0;
   for (int peer = 0; peer < size; ++peer) {
     std::vector<uint8_t> value = peer == rank ? mine : store->get(prefix + "peer/" + std::to_string(peer));
     auto malformed = [&] { return std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer)); };
@@ -91,6 +95,15 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
     };
     const std::string peerHost = text();
     const std::string peerPidNamespace = text();
+    if (const auto differences = settingDifferences(settings, text()); !differences.empty()) {
+      if (++ranksThatDiffer <= 3) {
+        settingsThatDiffer += (settingsThatDiffer.empty() ? "" : "; ") + std::string("rank ") + std::to_string(peer) +
+                              " has " + differences.front();
+        for (std::size_t i = 1; i < differences.size(); ++i) {
+          settingsThatDiffer += ", " + differences[i];
+        }
+      }
+    }
     if (value.size() < at + 12) {
       throw malformed();
     }
@@ -106,6 +119,17 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
     const bool watchable = sameHost && !pidNamespace.empty() && peerPidNamespace == pidNamespace;
     result.processes.push_back(watchable ? process : ProcessIdentity{});
     result.addresses.emplace_back(value.begin() + static_cast<long>(at), value.end());
+  }
+  // Every rank reads every entry, so every rank raises here, before any
+  // collective could run on algorithms that the ranks chose differently.
+  if (ranksThatDiffer > 0) {
+    if (ranksThatDiffer > 3) {
+      settingsThatDiffer += "; and " + std::to_string(ranksThatDiffer - 3) + " more rank(s)";
+    }
+    throw SettingsMismatch(
+        "ranks disagree about the settings that choose algorithms, which every rank of a group "
+        "must share: " +
+        settingsThatDiffer);
   }
   return result;
 }

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/peer_watch.hpp"
@@ -24,7 +25,14 @@ struct GroupRendezvous {
   int ranksOnThisHost = 1;        // this one included
 };
 
-// Collective over the group's ranks; blocks (up to the store's timeout)
+// The ranks of a group do not share groupWideSettings (common/config.hpp).
+class SettingsMismatch : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Collective over the group's ranks; raises SettingsMismatch on every rank
+// where any two differ in groupWideSettings; blocks (up to the store's timeout)
 // until every rank has published its address and channel.
 GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                            const std::vector<uint8_t>& myAddress, uint32_t myChannel);

@@ -38,6 +38,8 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
     group_ = setUpGroup(store, rank, size);
   } catch (const c10::Error&) {
     throw;  // e.g. the store timed out: torch's own error says it best
+  } catch (const SettingsMismatch& mismatch) {
+    TORCH_CHECK_VALUE(false, "ucxcoll: cannot set up group \"", groupName_, "\": ", mismatch.what());
   } catch (const std::exception& error) {
     std::rethrow_exception(
         backendError(std::string("ucxcoll: cannot set up group \"") + groupName_ + "\": " + error.what()));

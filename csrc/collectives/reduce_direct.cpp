@@ -5,7 +5,7 @@
 // straight into place: each rank reduces only 1/n of the data, in
 // parallel, and the root receives the same volume as in the direct form.
 // Two ranks on one host whose links can both be staged through shared
-// memory (from kStagingMinBytes) take reduce_staged_pair.cpp instead, once
+// memory (from UCXCOLL_STAGING_MIN_BYTES) take reduce_staged_pair.cpp instead, once
 // the ranks agreed on that (the agreement travels on the same slots, ahead
 // of the pairwise messages, so either way the streams stay in step).
 //

@@ -7,7 +7,7 @@
 // me+1 first) so that no rank is everyone's first destination.
 //
 // Two ranks on one host whose links can both be staged through shared
-// memory (staged_link.hpp; from kStagingMinBytes) take the staged pair
+// memory (staged_link.hpp; from UCXCOLL_STAGING_MIN_BYTES) take the staged pair
 // instead: chunk by chunk, each rank stages its input's chunk of the
 // peer's block and reduces its own block's chunk with the one the peer
 // staged, straight into its output. Both cores copy and reduce at once,

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,7 +23,10 @@ struct StagingLease::Segment {
 namespace {
 
 std::atomic<StagingPolicy> policy{StagingPolicy::AsConfigured};
-std::atomic<std::size_t> minimumBytes{kStagingMinBytes};
+// A test's bar, or kConfiguredMinimum for UCXCOLL_STAGING_MIN_BYTES.
+constexpr std::size_t kConfiguredMinimum = std::numeric_limits<std::size_t>::max();
+std::atomic<std::size_t> minimumBytes{kConfiguredMinimum};
+std::atomic<std::size_t> leasesHandedOut{0};
 
 std::shared_ptr<StagingLease::Segment> createSegment() {
   auto memory = OwnedSegment::create("ucxcoll-staging", kStagingBytes);
@@ -138,7 +142,15 @@ StagingLease leaseStaging(int rank) {
       }
       break;
   }
-  return StagingLease(pool().take());
+  auto segment = pool().take();
+  if (segment) {
+    leasesHandedOut.fetch_add(1);
+  }
+  return StagingLease(std::move(segment));
+}
+
+std::size_t stagingLeasesHandedOut() {
+  return leasesHandedOut.load();
 }
 
 const std::byte* mapStaging(const StagingOffer& offer) {
@@ -149,13 +161,18 @@ const std::byte* mapStaging(const StagingOffer& offer) {
   return mappings.map(offer);
 }
 
-bool worthStaging(std::size_t bytes) {
-  return bytes >= minimumBytes.load();
+std::size_t stagingMinBytes() {
+  const std::size_t set = minimumBytes.load();
+  return set == kConfiguredMinimum ? config().stagingMinBytes : set;
 }
 
-void setStagingPolicyForTests(StagingPolicy value, std::size_t minBytes) {
+bool worthStaging(std::size_t bytes) {
+  return bytes >= stagingMinBytes();
+}
+
+void setStagingPolicyForTests(StagingPolicy value, std::optional<std::size_t> minBytes) {
   policy.store(value);
-  minimumBytes.store(minBytes);
+  minimumBytes.store(minBytes.value_or(kConfiguredMinimum));
 }
 
 }  // namespace ucxcoll

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "transport/shared_segment.hpp"
 
@@ -28,10 +29,6 @@ namespace ucxcoll {
 inline constexpr std::size_t kStagingSlots = 8;
 inline constexpr std::size_t kStagingSlotBytes = std::size_t{256} << 10;
 inline constexpr std::size_t kStagingBytes = kStagingSlots * kStagingSlotBytes;
-// Below this many bytes per rank the extra round that agrees on staging
-// costs more than staging saves (2-rank all_reduce: 2 MiB about 15%
-// slower staged, 16 MiB about even, 64 MiB 20-30% faster).
-inline constexpr std::size_t kStagingMinBytes = std::size_t{8} << 20;
 
 // What a sender tells its receiver about its staging memory; sent as bytes.
 using StagingOffer = SegmentOffer;
@@ -69,12 +66,17 @@ StagingLease leaseStaging(int rank);
 const std::byte* mapStaging(const StagingOffer& offer);
 
 // Whether an operation of `bytes` per rank stages at all: from
-// kStagingMinBytes on (tests lower the bar).
+// stagingMinBytes() on.
 bool worthStaging(std::size_t bytes);
+// UCXCOLL_STAGING_MIN_BYTES, unless a test set another bar.
+std::size_t stagingMinBytes();
 
 // For tests: which ranks offer staging (default: all, unless the
-// configuration turns it off), and from which size on.
+// configuration turns it off), and from which size on (nullopt: as
+// configured).
 enum class StagingPolicy { AsConfigured, Never, EvenRanksOnly };
-void setStagingPolicyForTests(StagingPolicy policy, std::size_t minBytes = kStagingMinBytes);
+// For tests: how many leases with staging memory this process handed out.
+std::size_t stagingLeasesHandedOut();
+void setStagingPolicyForTests(StagingPolicy policy, std::optional<std::size_t> minBytes = std::nullopt);
 
 }  // namespace ucxcoll

@@ -3,6 +3,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <initializer_list>
+#include <map>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 
 namespace ucxcoll {
@@ -80,6 +83,8 @@ Config parseConfig(const EnvironmentLookup& lookup) {
   c.spinMicrosecondsSet = read.get("UCXCOLL_SPIN_US") != nullptr;
   c.smallMessageBytes = static_cast<std::size_t>(read.integer(
       "UCXCOLL_SMALL_MSG_BYTES", static_cast<long>(c.smallMessageBytes), 0, kMaxSmallMessageBytes, " (bytes)"));
+  c.stagingMinBytes = static_cast<std::size_t>(read.integer(
+      "UCXCOLL_STAGING_MIN_BYTES", static_cast<long>(c.stagingMinBytes), 0, kMaxSmallMessageBytes, " (bytes)"));
   c.allgatherAlgorithm =
       read.choice("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm, {"auto", "direct", "ring", "chunked"});
   c.allreduceAlgorithm = read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "direct", "ring"});
@@ -90,6 +95,52 @@ Config parseConfig(const EnvironmentLookup& lookup) {
   c.sharedMemory = read.integer("UCXCOLL_SHARED_MEMORY", 1, 0, 1, "") != 0;
   c.peersOnOtherHosts = read.integer("UCXCOLL_PEERS_ON_OTHER_HOSTS", 0, 0, 1, "") != 0;
   return c;
+}
+
+std::string groupWideSettings(const Config& c) {
+  return "UCXCOLL_SMALL_MSG_BYTES=" + std::to_string(c.smallMessageBytes) +
+         " UCXCOLL_STAGING_MIN_BYTES=" + std::to_string(c.stagingMinBytes) +
+         " UCXCOLL_ALLGATHER_ALGO=" + c.allgatherAlgorithm + " UCXCOLL_ALLREDUCE_ALGO=" + c.allreduceAlgorithm +
+         " UCXCOLL_BCAST_ALGO=" + c.broadcastAlgorithm + " UCXCOLL_ALLTOALL_ALGO=" + c.alltoallAlgorithm;
+}
+
+namespace {
+
+std::map<std::string, std::string> settingItems(const std::string& settings) {
+  std::map<std::string, std::string> items;
+  std::istringstream words(settings);
+  std::string word;
+  while (words >> word) {
+    const auto equals = word.find('=');
+    items[word.substr(0, equals)] = equals == std::string::npos ? "" : word.substr(equals + 1);
+  }
+  return items;
+}
+
+}  // namespace
+
+std::vector<std::string> settingDifferences(const std::string& mine, const std::string& theirs) {
+  const auto myItems = settingItems(mine);
+  const auto theirItems = settingItems(theirs);
+  auto valueIn = [](const std::map<std::string, std::string>& items, const std::string& name) {
+    auto found = items.find(name);
+    return found == items.end() ? std::string("unset") : found->second;
+  };
+  std::set<std::string> names;
+  for (const auto* items : {&myItems, &theirItems}) {
+    for (const auto& [name, value] : *items) {
+      names.insert(name);
+    }
+  }
+  std::vector<std::string> differences;
+  for (const std::string& name : names) {
+    const std::string ours = valueIn(myItems, name);
+    const std::string others = valueIn(theirItems, name);
+    if (ours != others) {
+      differences.push_back(name + "=" + others + " where this rank has " + ours);
+    }
+  }
+  return differences;
 }
 
 const Config& config() {

@@ -32,6 +32,15 @@ struct Config {
   // UCXCOLL_SMALL_MSG_BYTES: at or below this many bytes per rank the
   // latency-bound algorithms are used, above it the bandwidth-bound ones.
   std::size_t smallMessageBytes = 32 * 1024;
+  // UCXCOLL_STAGING_MIN_BYTES: from this many bytes per rank the large
+  // collectives stage their chunks through shared memory between ranks on
+  // one host (collectives/staging.hpp). Below it the extra round that
+  // agrees on staging costs more than staging saves. Measured at 2 ranks
+  // on 4 KiB pages (benchmarks/bench_small.py): staging from 64 KiB made
+  // the 256 KiB rows 10-50% slower; staging only from 8 MiB made the
+  // 0.5-4 MiB rows 1.2-1.7x slower (all_reduce 1 MiB 220 against 136 us,
+  // 4 MiB 922 against 556).
+  std::size_t stagingMinBytes = std::size_t{256} << 10;
   // UCXCOLL_ALLGATHER_ALGO / UCXCOLL_ALLREDUCE_ALGO / UCXCOLL_BCAST_ALGO /
   // UCXCOLL_ALLTOALL_ALGO: "auto" or force one algorithm by name (for
   // benchmarks and tests).
@@ -68,6 +77,16 @@ inline constexpr long kMaxExitGraceMilliseconds = 3'600'000;
 // The value of an environment variable, or null.
 using EnvironmentLookup = std::function<const char*(const char*)>;
 Config parseConfig(const EnvironmentLookup& lookup);
+
+// The settings that choose algorithms, which every rank of a group must
+// share (ranks that choose differently would wait for messages that never
+// come), as "NAME=value" items separated by spaces. Group setup compares
+// every rank's.
+std::string groupWideSettings(const Config& c);
+// "NAME=theirs where this rank has mine" for each item that differs
+// between two groupWideSettings strings (either side may lack items: an
+// absent one reads as "unset").
+std::vector<std::string> settingDifferences(const std::string& mine, const std::string& theirs);
 
 // The process's environment, parsed once, on first use.
 const Config& config();

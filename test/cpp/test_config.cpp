@@ -25,6 +25,7 @@ TEST_CASE("an empty environment gives the defaults and no problem", "[config]") 
   CHECK(c.spinMicroseconds == 250);
   CHECK_FALSE(c.spinMicrosecondsSet);
   CHECK(c.smallMessageBytes == 32 * 1024);
+  CHECK(c.stagingMinBytes == 256 * 1024);
   CHECK(c.allreduceAlgorithm == "auto");
   CHECK(c.exitGraceMilliseconds == 2000);
   CHECK(c.sharedMemory);
@@ -37,6 +38,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
   Config c = parse({{"UCXCOLL_LOG_LEVEL", "debug"},
                     {"UCXCOLL_SPIN_US", "1000000"},
                     {"UCXCOLL_SMALL_MSG_BYTES", "0"},
+                    {"UCXCOLL_STAGING_MIN_BYTES", "1073741824"},
                     {"UCXCOLL_ALLGATHER_ALGO", "ring"},
                     {"UCXCOLL_ALLREDUCE_ALGO", "direct"},
                     {"UCXCOLL_BCAST_ALGO", "binomial"},
@@ -49,6 +51,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
   CHECK(c.spinMicroseconds == 1000000);
   CHECK(c.spinMicrosecondsSet);
   CHECK(c.smallMessageBytes == 0);
+  CHECK(c.stagingMinBytes == std::size_t{1} << 30);
   CHECK(c.allgatherAlgorithm == "ring");
   CHECK(c.allreduceAlgorithm == "direct");
   CHECK(c.alltoallAlgorithm == "staged");
@@ -74,6 +77,10 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
       {"UCXCOLL_SPIN_US", "50us", "UCXCOLL_SPIN_US=50us: expected an integer from 0 to 1000000 (microseconds)"},
       {"UCXCOLL_SMALL_MSG_BYTES", "1e6",
        "UCXCOLL_SMALL_MSG_BYTES=1e6: expected an integer from 0 to 1073741824 (bytes)"},
+      {"UCXCOLL_STAGING_MIN_BYTES", "-1",
+       "UCXCOLL_STAGING_MIN_BYTES=-1: expected an integer from 0 to 1073741824 (bytes)"},
+      {"UCXCOLL_STAGING_MIN_BYTES", "1073741825",
+       "UCXCOLL_STAGING_MIN_BYTES=1073741825: expected an integer from 0 to 1073741824 (bytes)"},
       {"UCXCOLL_EXIT_GRACE_MS", "2s", "UCXCOLL_EXIT_GRACE_MS=2s: expected an integer from 0 to 3600000 (milliseconds)"},
       {"UCXCOLL_SHARED_MEMORY", "yes", "UCXCOLL_SHARED_MEMORY=yes: expected an integer from 0 to 1"},
       {"UCXCOLL_SHARED_MEMORY", "2", "UCXCOLL_SHARED_MEMORY=2: expected an integer from 0 to 1"},
@@ -94,6 +101,7 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
     CHECK(c.problems[0] == bad.problem);
     CHECK(c.spinMicroseconds == defaults.spinMicroseconds);
     CHECK(c.smallMessageBytes == defaults.smallMessageBytes);
+    CHECK(c.stagingMinBytes == defaults.stagingMinBytes);
     CHECK(c.exitGraceMilliseconds == defaults.exitGraceMilliseconds);
     CHECK(c.sharedMemory == defaults.sharedMemory);
     CHECK(c.logLevel == defaults.logLevel);
@@ -106,4 +114,25 @@ TEST_CASE("every bad variable is reported, not only the first", "[config]") {
   REQUIRE(c.problems.size() == 2);
   CHECK(c.problems[0] == "UCXCOLL_LOG_LEVEL=loud: expected one of error, warn, info, debug");
   CHECK(c.problems[1] == "UCXCOLL_SPIN_US=x: expected an integer from 0 to 1000000 (microseconds)");
+}
+
+TEST_CASE("the group-wide settings name every algorithm choice, and differences are named both ways", "[config]") {
+  const std::string defaults = groupWideSettings(parse({}));
+  CHECK(defaults ==
+        "UCXCOLL_SMALL_MSG_BYTES=32768 UCXCOLL_STAGING_MIN_BYTES=262144 UCXCOLL_ALLGATHER_ALGO=auto "
+        "UCXCOLL_ALLREDUCE_ALGO=auto UCXCOLL_BCAST_ALGO=auto UCXCOLL_ALLTOALL_ALGO=auto");
+  // Settings that leave algorithms alone may differ between ranks.
+  CHECK(groupWideSettings(parse({{"UCXCOLL_SPIN_US", "0"}, {"UCXCOLL_SHARED_MEMORY", "0"}})) == defaults);
+  CHECK(settingDifferences(defaults, defaults).empty());
+  const std::string other =
+      groupWideSettings(parse({{"UCXCOLL_STAGING_MIN_BYTES", "1024"}, {"UCXCOLL_BCAST_ALGO", "pipelined"}}));
+  CHECK(settingDifferences(defaults, other) ==
+        std::vector<std::string>{"UCXCOLL_BCAST_ALGO=pipelined where this rank has auto",
+                                 "UCXCOLL_STAGING_MIN_BYTES=1024 where this rank has 262144"});
+  CHECK(settingDifferences(other, defaults) ==
+        std::vector<std::string>{"UCXCOLL_BCAST_ALGO=auto where this rank has pipelined",
+                                 "UCXCOLL_STAGING_MIN_BYTES=262144 where this rank has 1024"});
+  // A peer whose entry lacks a setting (or has one this rank lacks).
+  CHECK(settingDifferences("A=1 B=2", "A=1") == std::vector<std::string>{"B=unset where this rank has 2"});
+  CHECK(settingDifferences("", "C=3") == std::vector<std::string>{"C=3 where this rank has unset"});
 }

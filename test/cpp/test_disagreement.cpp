@@ -167,10 +167,10 @@ TEST_CASE("ring all_reduce with sizes that cut different blocks raises on both r
 TEST_CASE("large collectives: another root, another size, either side of the staging threshold: every rank raises",
           "[disagreement]") {
   // The pipelined broadcast, the chunked all_gather and the 2-rank staged
-  // reduce_scatter take over from kStagingMinBytes under routines of their
+  // reduce_scatter take over from stagingMinBytes() under routines of their
   // own; ranks on either side of it, or with another root, must raise
   // rather than wait for the deadline.
-  const std::size_t large = kStagingMinBytes;
+  const std::size_t large = stagingMinBytes();
   std::vector<std::byte> a(2 * large), b(2 * large);
   SECTION("pipelined broadcast from root 0 against root 1") {
     auto errors = runDisagreeing(Wire::SharedMemoryUcx,

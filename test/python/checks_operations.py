@@ -112,11 +112,17 @@ def reduce_every_op_dtype_and_root(ctx: Context) -> None:
 
 @check()
 def reduce_large_every_root_equals_gloo(ctx: Context) -> None:
-    # 300,001 elements: above the small-message limit (reduce-scatter, then
-    # gather to the root). 9 MiB + 4 B: from 8 MiB two ranks on one host
-    # stage the reduce through shared memory (odd counts: blocks differ by
-    # one). Integer-valued floats: every order sums exactly.
-    cases = [(300_001, torch.float32), (300_001, torch.int64), ((9 << 20) // 4 + 1, torch.float32)]
+    # Above the small-message limit: reduce-scatter, then gather to the
+    # root. 20,001 floats (80 KiB) stay below the staging threshold (256
+    # KiB); from it two ranks on one host stage the reduce through shared
+    # memory (odd counts: blocks differ by one). Integer-valued floats:
+    # every order sums exactly.
+    cases = [
+        (20_001, torch.float32),
+        (300_001, torch.float32),
+        (300_001, torch.int64),
+        ((9 << 20) // 4 + 1, torch.float32),
+    ]
     for root in range(ctx.world):
         for count, dtype in cases:
             tensor = torch.remainder(ctx.make(torch.int64, (count,), 40 + root), 1000).to(dtype)

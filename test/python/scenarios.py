@@ -193,7 +193,7 @@ def staging_paths(rank: int, world: int, port: int, workdir: str) -> None:
             dist.all_reduce(reference, op=op, group=gloo)
             if not torch.equal(ours, reference):
                 mismatches.append(f"{count} {dtype} {op}")
-            # From 8 MiB a 2-rank reduce stages too, and falls back to CMA
+            # From 256 KiB a 2-rank reduce stages too, and falls back to CMA
             # where either link cannot.
             for root in range(world):
                 ours, reference = inputs.clone(), inputs.clone()
@@ -206,6 +206,21 @@ def staging_paths(rank: int, world: int, port: int, workdir: str) -> None:
                    if os.path.exists(f"/proc/self/fd/{fd}"))
     dist.destroy_process_group()
     report(mismatches=mismatches, segments=segments)
+
+
+def settings_that_differ(rank: int, world: int, port: int, workdir: str) -> None:
+    """Rank 1 alone sets RANK1_SETTING ("NAME=value"), a setting that chooses
+    algorithms; every rank reports what init_process_group raised."""
+    if rank == 1:
+        name, value = os.environ["RANK1_SETTING"].split("=", 1)
+        os.environ[name] = value
+    try:
+        init(rank, world, port)
+    except Exception as error:  # noqa: BLE001 - the report names what was raised
+        report(error=f"{type(error).__name__}: {error}")
+        return
+    dist.destroy_process_group()
+    report(error=None)
 
 
 def cpu_only(rank: int, world: int, port: int, workdir: str) -> None:
@@ -638,7 +653,7 @@ def soak_member(rank: int, world: int, victim_at: int, store_path: str) -> None:
     soak_cycle(rank, world, store_path, victim_at if victim_at >= 0 else None)
 
 
-SCENARIOS = {"soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths}
+SCENARIOS = {"soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

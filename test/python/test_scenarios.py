@@ -31,6 +31,7 @@ def python(code: str, **env):
     ("UCXCOLL_SPIN_US", "4294967296", "an integer from 0 to 1000000 (microseconds)"),
     ("UCXCOLL_SPIN_US", "-5", "an integer from 0 to 1000000 (microseconds)"),
     ("UCXCOLL_SMALL_MSG_BYTES", "32k", "an integer from 0 to 1073741824 (bytes)"),
+    ("UCXCOLL_STAGING_MIN_BYTES", "256KiB", "an integer from 0 to 1073741824 (bytes)"),
     ("UCXCOLL_EXIT_GRACE_MS", "2s", "an integer from 0 to 3600000 (milliseconds)"),
     ("UCXCOLL_SHARED_MEMORY", "on", "an integer from 0 to 1"),
     ("UCXCOLL_LOG_LEVEL", "verbose", "one of error, warn, info, debug"),
@@ -446,3 +447,28 @@ def test_exit_with_a_collective_still_pending_does_not_wait_for_its_deadline():
     )
     assert reports == [{"exiting": True}, {"busy": True}]
     assert "exiting with collectives still pending after 500 ms (UCXCOLL_EXIT_GRACE_MS); aborting them" in outputs[0]
+
+
+@pytest.mark.parametrize("setting,default,world", [
+    ("UCXCOLL_STAGING_MIN_BYTES=4194304", "262144", 2),
+    ("UCXCOLL_STAGING_MIN_BYTES=4194304", "262144", 3),
+    ("UCXCOLL_ALLREDUCE_ALGO=ring", "auto", 2),
+])
+def test_ranks_whose_algorithm_settings_differ_all_raise_at_init(setting, default, world):
+    # Ranks that choose algorithms differently would wait for each other
+    # until the deadline (a 1 MiB all_reduce did, before group setup
+    # compared these settings): every rank must refuse the group instead.
+    name, value = setting.split("=")
+    reports = run_scenario("settings_that_differ", world=world, RANK1_SETTING=setting)
+    prefix = "ValueError: ucxcoll: cannot set up group "
+    common = "ranks disagree about the settings that choose algorithms, which every rank of a group must share: "
+    for rank, report in enumerate(reports):
+        error = report["error"]
+        assert error is not None and error.startswith(prefix) and common in error, f"rank {rank}: {report}"
+        if rank == 1:
+            others = "; ".join(f"rank {peer} has {name}={default} where this rank has {value}"
+                               for peer in range(world) if peer != 1)
+            assert error.endswith(common + others), f"rank 1: {error}"
+        else:
+            assert error.endswith(common + f"rank 1 has {name}={value} where this rank has {default}"), (
+                f"rank {rank}: {error}")
