@@ -75,8 +75,8 @@ std::size_t stagingMinBytes();
 // configuration turns it off), and from which size on (nullopt: as
 // configured).
 enum class StagingPolicy { AsConfigured, Never, EvenRanksOnly };
+void setStagingPolicyForTests(StagingPolicy policy, std::optional<std::size_t> minBytes = std::nullopt);
 // For tests: how many leases with staging memory this process handed out.
 std::size_t stagingLeasesHandedOut();
-void setStagingPolicyForTests(StagingPolicy policy, std::optional<std::size_t> minBytes = std::nullopt);
 
 }  // namespace ucxcoll
