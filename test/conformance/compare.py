@@ -6,6 +6,7 @@ and exits non-zero if there is one that is not in KNOWN (name: reason).
     python test/conformance/compare.py passing_on_gloo_w2.txt ucxcoll.xml [rerun.xml]
     python test/conformance/compare.py --write-list gloo.xml passing_on_gloo_w2.txt
     python test/conformance/compare.py --failed ucxcoll.xml   (failed tests not in KNOWN)
+    python test/conformance/compare.py --to-run passing_on_gloo_w2.txt   (what CI runs)
 
 What passes on gloo comes from a gloo report of the same run, or from a
 list written from one earlier (--write-list; one name per line), so that CI
@@ -58,6 +59,10 @@ def main(argv: list[str]) -> int:
     if argv[0] == "--failed":
         # What is worth running again: a KNOWN failure fails every time.
         print(" ".join(name for name, status in outcomes(argv[1]).items() if status == "failed" and name not in KNOWN))
+        return 0
+    if argv[0] == "--to-run":
+        # A KNOWN failure fails every time: CI runs the rest of the list.
+        print(" ".join(name for name in passing_on_gloo(argv[1]) if name not in KNOWN))
         return 0
     if argv[0] == "--write-list":
         with open(argv[2], "w") as out:

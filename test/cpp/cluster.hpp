@@ -25,6 +25,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "collectives/collective.hpp"
@@ -272,6 +273,17 @@ inline std::vector<std::string> runRanks(int n, const std::function<void(int)>& 
 inline void expect(bool condition, const std::string& what) {
   if (!condition) {
     throw std::runtime_error("expectation failed: " + what);
+  }
+}
+
+// The same, with the description made by `describe()` only on failure: the
+// element-by-element checks run millions of times per test, and building
+// each one's message up front was most of what the Catch2 suite spent.
+template <typename Describe>
+requires std::is_invocable_r_v<std::string, Describe>
+void expect(bool condition, Describe&& describe) {
+  if (!condition) {
+    throw std::runtime_error("expectation failed: " + describe());
   }
 }
 

@@ -74,8 +74,10 @@ void checkAllgather(AllgatherFn algorithm, const char* name) {
         for (const auto& out : outputs) {
           for (int r = 0; r < n; ++r) {
             for (std::size_t i = 0; i < out[r].size(); ++i) {
-              expect(out[r][i] == valueOf(r, i), std::string(name) + ": block " + std::to_string(r) + " element " +
-                                                     std::to_string(i) + " of " + std::to_string(out[r].size()));
+              expect(out[r][i] == valueOf(r, i), [&] {
+                return std::string(name) + ": block " + std::to_string(r) + " element " + std::to_string(i) + " of " +
+                       std::to_string(out[r].size());
+              });
             }
           }
         }
@@ -120,14 +122,16 @@ void checkAllreduce(AllreduceFn algorithm, const char* name) {
         const int rankSum = n * (n + 1) / 2;
         for (std::size_t k = 0; k < floats.size(); ++k) {
           for (std::size_t i = 0; i < floats[k].size(); ++i) {
-            expect(
-                floats[k][i] == static_cast<float>(rankSum * static_cast<int>(i % 1024)),
-                std::string(name) + " float element " + std::to_string(i) + " of " + std::to_string(floats[k].size()));
+            expect(floats[k][i] == static_cast<float>(rankSum * static_cast<int>(i % 1024)), [&] {
+              return std::string(name) + " float element " + std::to_string(i) + " of " +
+                     std::to_string(floats[k].size());
+            });
             int64_t expected = 0;
             for (int r = 0; r < n; ++r) {
               expected += static_cast<int64_t>(valueOf(r, i)) << 20;
             }
-            expect(integers[k][i] == expected, std::string(name) + " int64 element " + std::to_string(i));
+            expect(integers[k][i] == expected,
+                   [&] { return std::string(name) + " int64 element " + std::to_string(i); });
           }
         }
       });
@@ -258,7 +262,8 @@ void checkBroadcast(BroadcastFn algorithm, const char* name) {
         }
         for (auto& [root, buffer] : expectations) {
           for (std::size_t i = 0; i < buffer->size(); ++i) {
-            expect((*buffer)[i] == valueOf(root, i), std::string(name) + " from root " + std::to_string(root));
+            expect((*buffer)[i] == valueOf(root, i),
+                   [&] { return std::string(name) + " from root " + std::to_string(root); });
           }
         }
       });

@@ -93,8 +93,10 @@ TEST_CASE("reduce to every root, both algorithms", "[collectives]") {
                     expected += valueOf(r, i);
                   }
                 }
-                expect(outputs[rank][k][i] == expected, "reduce to root " + std::to_string(root) + " of " +
-                                                            std::to_string(count) + ", element " + std::to_string(i));
+                expect(outputs[rank][k][i] == expected, [&] {
+                  return "reduce to root " + std::to_string(root) + " of " + std::to_string(count) + ", element " +
+                         std::to_string(i);
+                });
               }
             }
           });
@@ -137,7 +139,7 @@ TEST_CASE("reduce-scatter pairwise", "[collectives]") {
                 for (int r = 0; r < n; ++r) {
                   expected += valueOf(r, count * static_cast<std::size_t>(rank) + i);
                 }
-                expect(output[i] == expected, "reduce_scatter block of " + std::to_string(count));
+                expect(output[i] == expected, [&] { return "reduce_scatter block of " + std::to_string(count); });
               }
             }
           });
@@ -186,12 +188,12 @@ TEST_CASE("gather to and scatter from every root", "[collectives]") {
                 for (std::size_t i = 0; i < count; ++i) {
                   int64_t expected = rank == root ? valueOf(p, i) : -1;
                   expect(into[count * static_cast<std::size_t>(p) + i] == expected,
-                         "gather to " + std::to_string(root) + ": block " + std::to_string(p));
+                         [&] { return "gather to " + std::to_string(root) + ": block " + std::to_string(p); });
                 }
               }
               for (std::size_t i = 0; i < count; ++i) {
                 expect(scattered[rank][root][i] == valueOf(root, count * static_cast<std::size_t>(rank) + i),
-                       "scatter from " + std::to_string(root));
+                       [&] { return "scatter from " + std::to_string(root); });
               }
             }
           });
@@ -234,7 +236,7 @@ TEST_CASE("all-to-all with a different size for every pair", "[collectives]") {
             for (int p = 0; p < n; ++p) {
               for (std::size_t i = 0; i < sizeOf(p, rank); ++i) {
                 expect(received[rank][p][i] == valueOf(p * 100 + rank, i),
-                       "all_to_all block from " + std::to_string(p));
+                       [&] { return "all_to_all block from " + std::to_string(p); });
               }
             }
           });
