@@ -126,10 +126,13 @@ c10d::Backend& DeviceRouter::gpu() {
   if (timeout != spec.timeout) {
     made->setTimeout(timeout);  // setTimeout() came while the factory ran
   }
+#ifdef C10D_BACKEND_HAS_HOOKS
+  registerHooksOn(*made);
+#endif
   return *made;
 }
 
-c10::intrusive_ptr<c10d::Backend> DeviceRouter::gpuBackendIfCreated() {
+c10::intrusive_ptr<c10d::Backend> DeviceRouter::gpuBackendIfCreated() const {
   std::lock_guard<std::mutex> lock(gpuMutex_);
   return gpu_;
 }
@@ -462,32 +465,101 @@ void DeviceRouter::abort() {
 }
 
 #ifdef C10D_BACKEND_HAS_HOOKS
+// A hook registered while the GPU backend is being made may reach it twice
+// (here and in registerHooksOn), under the same id: a backend keeps one hook
+// per id, so that is harmless.
 void DeviceRouter::registerAbortHook(int64_t hookId, c10d::AbortHook hook) {
-  if (auto gpu = gpuBackendIfCreated(); gpu && gpu->supportsAbortHooks()) {
+  c10::intrusive_ptr<c10d::Backend> gpu;
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    abortHooks_[hookId] = hook;
+    gpu = gpu_;
+  }
+  if (gpu && gpu->supportsAbortHooks()) {
     gpu->registerAbortHook(hookId, hook);
   }
   cpu_->registerAbortHook(hookId, std::move(hook));
 }
 
 void DeviceRouter::unregisterAbortHook(int64_t hookId) {
-  if (auto gpu = gpuBackendIfCreated(); gpu && gpu->supportsAbortHooks()) {
+  c10::intrusive_ptr<c10d::Backend> gpu;
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    abortHooks_.erase(hookId);
+    gpu = gpu_;
+  }
+  if (gpu && gpu->supportsAbortHooks()) {
     gpu->unregisterAbortHook(hookId);
   }
   cpu_->unregisterAbortHook(hookId);
 }
 
 void DeviceRouter::registerCompletionHook(int64_t hookId, c10d::CompletionHook hook) {
-  if (auto gpu = gpuBackendIfCreated(); gpu && gpu->supportsCompletionHooks()) {
+  c10::intrusive_ptr<c10d::Backend> gpu;
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    completionHooks_[hookId] = hook;
+    gpu = gpu_;
+  }
+  if (gpu && gpu->supportsCompletionHooks()) {
     gpu->registerCompletionHook(hookId, hook);
   }
   cpu_->registerCompletionHook(hookId, std::move(hook));
 }
 
 void DeviceRouter::unregisterCompletionHook(int64_t hookId) {
-  if (auto gpu = gpuBackendIfCreated(); gpu && gpu->supportsCompletionHooks()) {
+  c10::intrusive_ptr<c10d::Backend> gpu;
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    completionHooks_.erase(hookId);
+    gpu = gpu_;
+  }
+  if (gpu && gpu->supportsCompletionHooks()) {
     gpu->unregisterCompletionHook(hookId);
   }
   cpu_->unregisterCompletionHook(hookId);
+}
+
+void DeviceRouter::registerHooksOn(c10d::Backend& gpu) {
+  std::map<int64_t, c10d::AbortHook> abortHooks;
+  std::map<int64_t, c10d::CompletionHook> completionHooks;
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    abortHooks = abortHooks_;
+    completionHooks = completionHooks_;
+  }
+  if (gpu.supportsAbortHooks()) {
+    for (auto& [id, hook] : abortHooks) {
+      gpu.registerAbortHook(id, std::move(hook));
+    }
+  }
+  if (gpu.supportsCompletionHooks()) {
+    for (auto& [id, hook] : completionHooks) {
+      gpu.registerCompletionHook(id, std::move(hook));
+    }
+  }
+}
+#endif
+
+#ifdef C10D_BACKEND_HAS_WINDOW
+bool DeviceRouter::supportsWindow() const {
+  c10::intrusive_ptr<c10d::Backend> gpu = gpuBackendIfCreated();
+  return gpu && gpu->supportsWindow();
+}
+
+c10::intrusive_ptr<c10d::Window> DeviceRouter::new_window(const std::optional<at::Tensor>& tensor) {
+  if (tensor.has_value() && tensor->defined()) {
+    TORCH_CHECK_NOT_IMPLEMENTED(tensor->is_cuda(), "ucxcoll: new_window got a tensor on ", tensor->device().str(),
+                                "; windows (one-sided operations) are served for CUDA tensors, by the group's NCCL "
+                                "backend");
+    return gpu().new_window(tensor);
+  }
+  c10::intrusive_ptr<c10d::Backend> made = gpuBackendIfCreated();
+  const std::optional<at::Device> bound = getBoundDeviceId();
+  TORCH_CHECK_NOT_IMPLEMENTED(made || (bound && bound->is_cuda()),
+                              "ucxcoll: new_window() without a tensor on a group whose CUDA side does not exist yet; "
+                              "pass a CUDA tensor, or create the group with init_process_group(device_id=cuda:N)");
+  return gpu().new_window(tensor);
 }
 #endif
 

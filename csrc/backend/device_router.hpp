@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -154,20 +155,31 @@ class DeviceRouter : public c10d::Backend {
   void shutdown() override;
 
 #ifdef C10D_BACKEND_HAS_HOOKS
-  // Abort hooks: the UCX side's (see UcxBackend), and NCCL's too where the
-  // GPU backend exists already when the hook is registered.
+  // Abort hooks: the UCX side's (see UcxBackend), and the GPU backend's where
+  // it has them (ProcessGroupNCCL2): the router keeps every hook registered,
+  // so that a GPU backend made later gets the ones registered before it.
   bool supportsAbortHooks() const override {
     return true;
   }
   void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
   void unregisterAbortHook(int64_t hookId) override;
 
-  // Completion hooks: likewise, where the GPU backend has them.
+  // Completion hooks: likewise.
   bool supportsCompletionHooks() const override {
     return true;
   }
   void registerCompletionHook(int64_t hookId, c10d::CompletionHook hook) override;
   void unregisterCompletionHook(int64_t hookId) override;
+#endif
+
+#ifdef C10D_BACKEND_HAS_WINDOW
+  // Windows (one-sided operations) are the GPU backend's (ProcessGroupNCCL2
+  // has them): supported once the group's CUDA side exists (first CUDA
+  // call, or init_process_group(device_id=cuda:N)) and has them. A window
+  // over a CUDA tensor goes there, making the CUDA side if need be; one over
+  // a CPU tensor is refused (the UCX side has none).
+  bool supportsWindow() const override;
+  c10::intrusive_ptr<c10d::Window> new_window(const std::optional<at::Tensor>& tensor) override;
 #endif
 
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
@@ -186,7 +198,7 @@ class DeviceRouter : public c10d::Backend {
     return *cpu_;
   }
   // The GPU backend if a CUDA call (or device_id) created it, else null.
-  c10::intrusive_ptr<c10d::Backend> gpuBackendIfCreated();
+  c10::intrusive_ptr<c10d::Backend> gpuBackendIfCreated() const;
 
  private:
   enum class Route { Cpu, Gpu };
@@ -202,9 +214,15 @@ class DeviceRouter : public c10d::Backend {
   c10::intrusive_ptr<UcxBackend> cpu_;
   GpuBackendFactory factory_;
 
-  std::mutex creationMutex_;  // one creation at a time; held while the factory runs
-  std::mutex gpuMutex_;       // guards spec_ and gpu_; never held while calling out
+  std::mutex creationMutex_;     // one creation at a time; held while the factory runs
+  mutable std::mutex gpuMutex_;  // guards spec_, gpu_ and the hooks; never held while calling out
   GpuGroupSpec spec_;
+#ifdef C10D_BACKEND_HAS_HOOKS
+  std::map<int64_t, c10d::AbortHook> abortHooks_;  // registered on this group, by id
+  std::map<int64_t, c10d::CompletionHook> completionHooks_;
+  // Hands the hooks registered so far to a GPU backend just made.
+  void registerHooksOn(c10d::Backend& gpu);
+#endif
   bool reconfigured_ = false;              // guarded by gpuMutex_
   c10::intrusive_ptr<c10d::Backend> gpu_;  // set once, never reset
 

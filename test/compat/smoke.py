@@ -108,10 +108,55 @@ def main() -> None:
         if world > 1:
             raise AssertionError("all_reduce of different sizes did not raise")
 
+    nccl = check_nccl_creator()
     if rank == 0:
         print(f"compat smoke test passed: torch {torch.__version__}, ucxcoll {ucxcoll.__version__}, "
-              f"UCX {ucxcoll.ucx_version()}, {world} ranks", flush=True)
+              f"UCX {ucxcoll.ucx_version()}, {world} ranks; CUDA tensors would go to {nccl}", flush=True)
     dist.destroy_process_group()
+
+
+def check_nccl_creator() -> str:
+    """The group's CUDA side is what backend="nccl" makes on this torch:
+    torch < 2.15 makes ProcessGroupNCCL itself (no registry entry), 2.15
+    registers a creator. Checked without a GPU: torch's ProcessGroupNCCL
+    (or the creator) is replaced by a recorder for one factory call."""
+    from ucxcoll import _registration as registration
+
+    if not dist.is_nccl_available():
+        return "nothing (this torch has no NCCL)"
+    creator = registration._torch_nccl_creator()
+    version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+    if (creator is None) != (version < (2, 15)):
+        raise AssertionError(f"torch {torch.__version__}: registered creator for 'nccl' is {creator}")
+    made = []
+    if creator is None:
+        real = dist.ProcessGroupNCCL
+
+        class Recorder:
+            Options = real.Options
+
+            def __init__(self, store, rank, size, options):
+                made.append(("ProcessGroupNCCL", type(store).__name__, rank, size, options.group_name))
+
+        dist.ProcessGroupNCCL = Recorder
+        try:
+            registration._make_gpu_backend(dist.HashStore(), 0, 1, 1000, "smoke", [0])
+        finally:
+            dist.ProcessGroupNCCL = real
+        expected = [("ProcessGroupNCCL", "PrefixStore", 0, 1, "smoke")]
+    else:
+        plugin = dist.Backend._plugins["NCCL"]
+        dist.Backend._plugins["NCCL"] = plugin._replace(
+            creator_fn=lambda opts, options: made.append((creator.__name__, type(opts.store).__name__,
+                                                          opts.group_rank, opts.group_size, opts.group_id)))
+        try:
+            registration._make_gpu_backend(dist.HashStore(), 0, 1, 1000, "smoke", [0])
+        finally:
+            dist.Backend._plugins["NCCL"] = plugin
+        expected = [(creator.__name__, "PrefixStore", 0, 1, "smoke")]
+    if made != expected:
+        raise AssertionError(f"the CUDA side was made as {made}, expected {expected}")
+    return made[0][0]
 
 
 if __name__ == "__main__":

@@ -322,19 +322,87 @@ def real_factory_without_gpu(rank: int, world: int, port: int, workdir: str) -> 
     init(rank, world, port, **({"pg_options": options} if options is not None else {}))
     backend = cpu_backend()
     error = error_of(lambda: backend.allreduce([cuda(4)], c10d.AllreduceOptions()))
-    kept = list(registration._nccl_options_by_group)
+    kept = nccl_options_kept()
     gpu_made, cpu_ok = backend._gpu_backend is not None, cpu_sum_ok(world)
     dist.destroy_process_group()
     # A new default group (same name, "0") without pg_options must not
     # inherit the earlier group's.
     dist.init_process_group("ucxcoll", init_method=f"file://{workdir}/store2", rank=rank, world_size=world)
-    kept_after_reinit = list(registration._nccl_options_by_group)
+    kept_after_reinit = nccl_options_kept()
     # A collective before leaving: a rank that exits while its peer still
     # connects to it would fail the peer's setup (a dead peer).
     cpu_ok_after_reinit = cpu_sum_ok(world)
     dist.destroy_process_group()
     report(error=error, nccl_options_kept=kept, gpu_backend=gpu_made, cpu_ok=cpu_ok and cpu_ok_after_reinit,
            nccl_options_after_reinit=kept_after_reinit)
+
+
+def nccl_options_kept() -> list:
+    """The groups whose pg_options the package keeps for their NCCL side."""
+    return [name for name, creation in registration._creation_by_group.items() if creation.nccl_options is not None]
+
+
+def torch_nccl_creator(rank: int, world: int, port: int, workdir: str) -> None:
+    """Without the seam: the package's own factory makes what backend="nccl"
+    makes on this torch. torch's two creators are replaced by recorders
+    before "nccl" is first registered (lazily, on first use), so the
+    registry holds whichever one TORCH_DIST_USE_NCCL2 picks; the report
+    says which one the first CUDA call reached, and with what."""
+    c10d_module = dist.distributed_c10d
+    options = dist.ProcessGroupNCCL.Options()
+    calls, backends, log = [], [], []
+
+    def recorder(creator: str):
+        def create(opts, backend_options):
+            calls.append({"creator": creator, "store": type(opts.store).__name__, "rank": opts.group_rank,
+                          "size": opts.group_size, "timeout_s": opts.timeout.total_seconds(), "group": opts.group_id,
+                          "global_ranks": list(opts.global_ranks_in_group),
+                          "process_group_is_the_group": opts.process_group is dist.group.WORLD,
+                          "enable_reconfigure": opts.enable_reconfigure, "split_from": opts.split_from is not None,
+                          "backend_options_are_the_users": backend_options is options})
+            backends.append(RecordingBackend(opts.group_rank, opts.group_size, log))
+            return backends[-1]
+        create.__name__ = creator
+        return create
+
+    c10d_module._create_nccl2_process_group = recorder("_create_nccl2_process_group")
+    c10d_module._create_nccl_process_group = recorder("_create_nccl_process_group")
+    init(rank, world, port, pg_options=options)
+    backend = cpu_backend()
+    made_before = len(calls)
+    error = error_of(lambda: backend.allreduce([cuda(4)], c10d.AllreduceOptions()))
+    report(made_before=made_before, calls=calls, error=error, reached=[entry["call"] for entry in log],
+           gpu_backend_is_made=bool(backends) and backend._gpu_backend is backends[0],
+           registered_creator=dist.Backend._plugins["NCCL"].creator_fn.__name__, cpu_ok=cpu_sum_ok(world))
+    dist.destroy_process_group()
+
+
+def windows(rank: int, world: int, port: int, workdir: str) -> None:
+    """Windows are the CUDA side's: a window over a CUDA tensor reaches the
+    GPU backend (made for it), one over a CPU tensor is refused, and
+    supports_window follows the GPU backend once it exists."""
+    seam = Seam()
+    window_calls = []
+
+    def new_window(self, tensor=None):
+        window_calls.append(None if tensor is None else str(tensor.device))
+        # (c10d.Window cannot be made from Python: the stand-in answers with
+        # an error that the router hands back unchanged.)
+        raise RuntimeError("the stand-in made no window")
+
+    RecordingBackend.supports_window = True
+    RecordingBackend.new_window = new_window
+    init(rank, world, port)
+    backend = cpu_backend()
+    before = {"supports_window": backend.supports_window,
+              "no_tensor": error_of(lambda: backend.new_window()),
+              "cpu_tensor": error_of(lambda: backend.new_window(torch.ones(4))),
+              "made": len(seam.made)}
+    cuda_tensor = error_of(lambda: backend.new_window(cuda(4)))
+    after = {"supports_window": backend.supports_window, "no_tensor": error_of(lambda: backend.new_window()),
+             "made": len(seam.made)}
+    report(before=before, cuda_tensor=cuda_tensor, after=after, window_calls=window_calls, cpu_ok=cpu_sum_ok(world))
+    dist.destroy_process_group()
 
 
 def unsupported_device(rank: int, world: int, port: int, workdir: str) -> None:
@@ -366,7 +434,7 @@ def bound_cpu_device(rank: int, world: int, port: int, workdir: str) -> None:
 
 SCENARIOS = {name: fn for name, fn in globals().items() if callable(fn) and fn.__doc__ and name in {
     "every_operation", "mixed_devices", "coalescing", "barrier_and_settings", "subgroups",
-    "real_factory_without_gpu", "unsupported_device", "bound_cpu_device"}}
+    "real_factory_without_gpu", "torch_nccl_creator", "windows", "unsupported_device", "bound_cpu_device"}}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

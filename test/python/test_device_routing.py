@@ -2,14 +2,15 @@
 UCX, CUDA tensors to the group's GPU backend (torch's ProcessGroupNCCL, here
 a recording stand-in), mixed devices refused before anything moves."""
 
-
+import pytest
+import torch
 from harness import run_reporting_ranks
 
 MIXED = "; the tensors of one call must all be on one device (CPU tensors go over UCX, CUDA tensors to NCCL)"
 
 
-def run(name: str, world: int = 2):
-    return run_reporting_ranks("device_routing.py", name, world, timeout=180)
+def run(name: str, world: int = 2, **env):
+    return run_reporting_ranks("device_routing.py", name, world, timeout=180, **env)
 
 
 def test_every_operation_on_cuda_tensors_reaches_the_gpu_backend_made_on_first_use():
@@ -122,18 +123,64 @@ def test_subgroups_and_splits_make_their_own_gpu_backend():
                                  "global_ranks": [2, 0], "store": "PrefixStore"}
 
 
-def test_without_a_gpu_the_first_cuda_call_says_why_nccl_is_missing():
-    for report in run("real_factory_without_gpu"):
+# What torch's own backend="nccl" raises on a machine without a GPU, by
+# TORCH_DIST_USE_NCCL2: torch 2.15's default ProcessGroupNCCL2 looks for a
+# device first; the legacy ProcessGroupNCCL refuses in its constructor.
+NO_GPU_ERROR = {
+    "1": "RuntimeError: nccl2 requires at least one CUDA device",
+    "0": "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+}
+
+
+@pytest.mark.parametrize("use_nccl2", ["1", "0"])
+def test_without_a_gpu_the_first_cuda_call_says_why_nccl_is_missing(use_nccl2):
+    for report in run("real_factory_without_gpu", TORCH_DIST_USE_NCCL2=use_nccl2):
         assert report["error"] == [
             "RuntimeError",
-            'ucxcoll: cannot create the NCCL backend that CUDA tensors of group "0" go to: ValueError: '
-            "ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+            'ucxcoll: cannot create the NCCL backend that CUDA tensors of group "0" go to: ' + NO_GPU_ERROR[use_nccl2],
         ]
         assert report["gpu_backend"] is False and report["cpu_ok"] is True
         # pg_options=ProcessGroupNCCL.Options() is kept for the group's NCCL
         # side, and forgotten when a later group of that name has none.
         assert report["nccl_options_kept"] == ["0"]
         assert report["nccl_options_after_reinit"] == []
+
+
+@pytest.mark.parametrize("use_nccl2, creator", [("1", "_create_nccl2_process_group"),
+                                                 ("0", "_create_nccl_process_group")])
+def test_the_cuda_side_is_made_by_what_backend_nccl_resolves_to(use_nccl2, creator):
+    for rank, report in enumerate(run("torch_nccl_creator", TORCH_DIST_USE_NCCL2=use_nccl2)):
+        assert report["registered_creator"] == creator
+        assert report["made_before"] == 0 and report["error"] is None and report["cpu_ok"] is True
+        # The fields torch fills for backend="nccl", the user's pg_options
+        # object itself, and the group's ProcessGroup (NCCL2 binds its device).
+        assert report["calls"] == [{
+            "creator": creator, "store": "PrefixStore", "rank": rank, "size": 2, "timeout_s": 60.0, "group": "0",
+            "global_ranks": [], "process_group_is_the_group": True, "enable_reconfigure": False,
+            "split_from": False, "backend_options_are_the_users": True,
+        }]
+        # The router hands it the group's uid, as torch does for a backend it makes.
+        assert report["reached"] == ["_set_group_uid", "allreduce"] and report["gpu_backend_is_made"] is True
+
+
+@pytest.mark.skipif(not hasattr(torch._C._distributed_c10d.Backend, "new_window"),
+                    reason="this torch has no windows (new_window came with torch 2.15)")
+def test_windows_over_cuda_tensors_go_to_the_gpu_backend_and_cpu_ones_are_refused():
+    for report in run("windows"):
+        assert report["before"] == {
+            "supports_window": False,
+            "no_tensor": ["NotImplementedError",
+                          "ucxcoll: new_window() without a tensor on a group whose CUDA side does not exist yet; "
+                          "pass a CUDA tensor, or create the group with init_process_group(device_id=cuda:N)"],
+            "cpu_tensor": ["NotImplementedError",
+                           "ucxcoll: new_window got a tensor on cpu; windows (one-sided operations) are served for "
+                           "CUDA tensors, by the group's NCCL backend"],
+            "made": 0,
+        }
+        assert report["cuda_tensor"] == ["RuntimeError", "the stand-in made no window"]
+        assert report["after"] == {"supports_window": True,
+                                   "no_tensor": ["RuntimeError", "the stand-in made no window"], "made": 1}
+        assert report["window_calls"] == ["cuda:0", None] and report["cpu_ok"] is True
 
 
 def test_tensors_on_another_device_type_are_refused():

@@ -30,12 +30,27 @@ def test_expected_values_of_the_gpu_checks_hold_for_cpu_tensors(world):
         assert report == {"mismatches": [], "cuda_initialized": False}
 
 
+def nccl_kind() -> str:
+    """The class backend="nccl" makes on this torch: ProcessGroupNCCL2 on
+    torch 2.15 unless TORCH_DIST_USE_NCCL2=0, ProcessGroupNCCL otherwise."""
+    import os
+
+    import torch
+
+    version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+    nccl2 = version >= (2, 15) and os.environ.get("TORCH_DIST_USE_NCCL2") != "0"
+    return "ProcessGroupNCCL2" if nccl2 else "ProcessGroupNCCL"
+
+
+NCCL_KIND = nccl_kind()
+
+
 @needs_gpu
 def test_one_gpu_every_operation_and_dtype_equals_expected():
     (report,) = run("operations", 1)
     assert report["mismatches"] == []
     assert report["before"] is True and report["cuda_initialized_by_cpu_calls"] is False
-    assert report["kind"] == "ProcessGroupNCCL"
+    assert report["kind"] == NCCL_KIND
     assert report["async_ok"] is True and report["cpu_ok"] is True
     assert report["mixed"] == ("ucxcoll: all_gather got tensors on cpu and on cuda:0; the tensors of one call must "
                                "all be on one device (CPU tensors go over UCX, CUDA tensors to NCCL)")
@@ -45,7 +60,7 @@ def test_one_gpu_every_operation_and_dtype_equals_expected():
 @needs_gpu
 def test_device_id_connects_nccl_at_init_and_barrier_runs_on_it():
     (report,) = run("eager_device_id", 1)
-    assert report == {"made_at_init": True, "kind": "ProcessGroupNCCL", "sum_ok": True}
+    assert report == {"made_at_init": True, "kind": NCCL_KIND, "sum_ok": True}
 
 
 @needs_gpu
@@ -60,7 +75,7 @@ def test_many_gpus_every_operation_point_to_point_and_seed_example():
     for rank, report in enumerate(reports):
         assert report["mismatches"] == [], rank
         assert report["seed_all_gather"] == [[r] for r in range(MANY)]
-        assert report["async_ok"] is True and report["kind"] == "ProcessGroupNCCL"
+        assert report["async_ok"] is True and report["kind"] == NCCL_KIND
     for rank, report in enumerate(run("many_gpus", MANY)):
         assert report == {"mismatches": [], "ring_ok": True, "batch_ok": True}, rank
 

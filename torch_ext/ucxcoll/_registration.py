@@ -2,6 +2,9 @@
 
 import atexit
 import threading
+import weakref
+from collections.abc import Callable
+from typing import NamedTuple
 
 BACKEND_NAME = "ucxcoll"
 DEVICES = ["cpu", "cuda"]
@@ -21,21 +24,35 @@ def _preload_ucx() -> None:
     libucx.load_library()
 
 
-# ProcessGroupNCCL.Options a user passed as pg_options, by group name: they
-# configure the group's NCCL side when it is created.
-_nccl_options_by_group = {}
+# What torch gave each group (by group name) that its NCCL side needs when
+# it is made later: the user's pg_options (ProcessGroupNCCL.Options), the
+# ProcessGroup object (weakly: the group owns this backend) and whether the
+# group was made reconfigurable (torch >= 2.15).
+class _GroupCreation(NamedTuple):
+    nccl_options: object | None
+    process_group: Callable[[], object | None]
+    enable_reconfigure: bool
+
+
+_creation_by_group: dict[str, _GroupCreation] = {}
 
 
 def _create_backend(dist_backend_options, backend_options):
     """Called by torch.distributed (extended API) once per process group."""
     from ucxcoll import _C
 
-    # Group names repeat after destroy_process_group(): forget what an
-    # earlier group of the same name was given.
-    _nccl_options_by_group.pop(dist_backend_options.group_id, None)
+    # Group names repeat after destroy_process_group(): what an earlier
+    # group of the same name was given is replaced.
     nccl_options_type = _nccl_options_type()
+    nccl_options = None
     if nccl_options_type is not None and isinstance(backend_options, nccl_options_type):
-        _nccl_options_by_group[dist_backend_options.group_id] = backend_options
+        nccl_options = backend_options
+    group = getattr(dist_backend_options, "process_group", None)  # torch >= 2.15
+    _creation_by_group[dist_backend_options.group_id] = _GroupCreation(
+        nccl_options=nccl_options,
+        process_group=weakref.ref(group) if group is not None else (lambda: None),
+        enable_reconfigure=bool(getattr(dist_backend_options, "enable_reconfigure", False)),
+    )
     return _C.create_backend(dist_backend_options)
 
 
@@ -47,11 +64,34 @@ def _nccl_options_type():
     return dist.ProcessGroupNCCL.Options
 
 
+def _torch_nccl_creator():
+    """The function that backend="nccl" calls on the running torch to make a
+    group's backend, or None where torch builds ProcessGroupNCCL inline.
+
+    torch 2.15 registers "nccl" like any plugin, lazily, and the creator it
+    registers depends on TORCH_DIST_USE_NCCL2 (unset: ProcessGroupNCCL2, the
+    torchcomms engine; "0": the legacy ProcessGroupNCCL), read once per
+    process when the name is first registered. Asking torch's registry gives
+    the same answer backend="nccl" gets in this process. torch 2.11-2.14 have
+    no registry entry for "nccl" (ProcessGroupNCCL, made in
+    _new_process_group_helper itself)."""
+    import torch.distributed as dist
+
+    ensure_registered = getattr(dist.Backend, "_ensure_backend_registered", None)
+    if ensure_registered is None:
+        return None
+    ensure_registered(dist.Backend.NCCL)
+    plugin = dist.Backend._plugins.get(dist.Backend.NCCL.upper())
+    if plugin is None or not plugin.extended_api:
+        return None
+    return plugin.creator_fn
+
+
 def _make_gpu_backend(store, rank, size, timeout_ms, group_name, global_ranks):
-    """The backend for a group's CUDA tensors: torch's own ProcessGroupNCCL
-    for the same ranks, on its own part of the group's store. Called by the
-    extension the first time a CUDA tensor reaches the group (or at once for
-    init_process_group(device_id=cuda:N))."""
+    """The backend for a group's CUDA tensors: what backend="nccl" makes on
+    the running torch, for the same ranks, on its own part of the group's
+    store. Called by the extension the first time a CUDA tensor reaches the
+    group (or at once for init_process_group(device_id=cuda:N))."""
     from datetime import timedelta
 
     import torch.distributed as dist
@@ -61,14 +101,35 @@ def _make_gpu_backend(store, rank, size, timeout_ms, group_name, global_ranks):
             "this torch build has no NCCL (torch.distributed.is_nccl_available() is False); "
             "CUDA tensors need a CUDA build of torch"
         )
-    options = _nccl_options_by_group.get(group_name)
+    creation = _creation_by_group.get(group_name)
+    nccl_store = dist.PrefixStore("nccl/", store)
+    timeout = timedelta(milliseconds=timeout_ms)
+    creator = _torch_nccl_creator()
+    if creator is not None:
+        from torch._C._distributed_c10d import _DistributedBackendOptions
+
+        opts = _DistributedBackendOptions()
+        opts.store = nccl_store
+        opts.group_rank = rank
+        opts.group_size = size
+        opts.timeout = timeout
+        opts.group_id = group_name
+        opts.global_ranks_in_group = list(global_ranks)
+        if creation is not None:
+            opts.process_group = creation.process_group()
+            opts.enable_reconfigure = creation.enable_reconfigure
+        # split_from stays unset: the split's ucxcoll parent is no NCCL
+        # backend, so NCCL makes the child's communicator from the store.
+        return creator(opts, creation.nccl_options if creation is not None else None)
+    # torch < 2.15: what _new_process_group_helper does for "nccl".
+    options = creation.nccl_options if creation is not None else None
     if options is None:
         options = dist.ProcessGroupNCCL.Options()
         options.is_high_priority_stream = False
-    options._timeout = timedelta(milliseconds=timeout_ms)
+    options._timeout = timeout
     options.global_ranks_in_group = list(global_ranks)
     options.group_name = group_name
-    return dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", store), rank, size, options)
+    return dist.ProcessGroupNCCL(nccl_store, rank, size, options)
 
 
 def is_registered() -> bool:
