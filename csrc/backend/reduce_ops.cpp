@@ -91,7 +91,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reduce_scatter(std::vector<at::Tensor
   addCopyBack(copies, target, output);
   auto count = static_cast<std::size_t>(output.numel());
   Collective::Body body = [inputs, blocks, target, count, request](Collective& c) {
-    return reduceScatterPairwise(c, blocks, target.data_ptr(), count, request.type, request.reduction);
+    return selectReduceScatter(c, blocks, target.data_ptr(), count, request.type, request.reduction);
   };
   body = averagedIfNeeded(std::move(body), request.reduction, request.type, target);
   return runCollective(c10d::OpType::REDUCE_SCATTER, op, opts.timeout, opts.asyncOp, c10::IValue(outputTensors),
@@ -177,7 +177,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reduceScatterTensors(std::vector<at::
                      count * element * static_cast<std::size_t>(p));
   }
   Collective::Body body = [packedInput, packedOutput, blocks, count, request](Collective& c) {
-    return reduceScatterPairwise(c, blocks, packedOutput.data_ptr(), count, request.type, request.reduction);
+    return selectReduceScatter(c, blocks, packedOutput.data_ptr(), count, request.type, request.reduction);
   };
   body = averagedIfNeeded(std::move(body), request.reduction, request.type, packedOutput);
   return runCollective(opType, op, opts.timeout, opts.asyncOp, c10::IValue(outputs), tensorListType(),

@@ -146,6 +146,11 @@ Task reduceStagedPair(Collective& c, RingLinks& links, uint32_t slot, const void
 // every rank's inputs[p]. `output` must not overlap any input.
 Task reduceScatterPairwise(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
                            DataType type, Reduction reduction);
+// The same around a ring, in chunks, each reduced as it arrives (staged
+// through shared memory where a link can be): for large blocks on more
+// than two ranks.
+Task reduceScatterRing(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
+                       DataType type, Reduction reduction);
 // Its exchange alone, for blocks of any size (blocks[p]: counts[p]
 // elements), without begin(); messages use `slot`. Uses scratch from the
 // start: a caller that keeps its own data there must ask for it first, at
@@ -182,6 +187,8 @@ Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root);
 Task selectAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 // Equal blocks of `sends[rank].bytes`; staged once a block is worth staging.
 Task selectAlltoall(Collective& c, std::span<const Block> sends, std::span<const Block> receives);
+Task selectReduceScatter(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
+                         DataType type, Reduction reduction);
 Task selectBarrier(Collective& c);
 
 }  // namespace ucxcoll

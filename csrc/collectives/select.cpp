@@ -53,6 +53,17 @@ Task selectAlltoall(Collective& c, std::span<const Block> sends, std::span<const
   return alltoallPairwise(c, tag::Routine::AlltoallPairwise, sends, receives, false);
 }
 
+Task selectReduceScatter(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
+                         DataType type, Reduction reduction) {
+  // Two ranks take the pairwise exchange, which stages them as a pair from
+  // the staging threshold; more ranks take the ring from there.
+  const std::string& forced = config().reduceScatterAlgorithm;
+  if (forced == "ring" || (forced == "auto" && c.size() > 2 && worthStaging(count * elementSize(type)))) {
+    return reduceScatterRing(c, inputs, output, count, type, reduction);
+  }
+  return reduceScatterPairwise(c, inputs, output, count, type, reduction);
+}
+
 Task selectBarrier(Collective& c) {
   return barrierDissemination(c);
 }

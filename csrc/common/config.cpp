@@ -90,6 +90,8 @@ Config parseConfig(const EnvironmentLookup& lookup) {
   c.allreduceAlgorithm = read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "direct", "ring"});
   c.broadcastAlgorithm = read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "binomial", "pipelined"});
   c.alltoallAlgorithm = read.choice("UCXCOLL_ALLTOALL_ALGO", c.alltoallAlgorithm, {"auto", "pairwise", "staged"});
+  c.reduceScatterAlgorithm =
+      read.choice("UCXCOLL_REDUCE_SCATTER_ALGO", c.reduceScatterAlgorithm, {"auto", "pairwise", "ring"});
   c.exitGraceMilliseconds = static_cast<int>(
       read.integer("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds, 0, kMaxExitGraceMilliseconds, " (milliseconds)"));
   c.sharedMemory = read.integer("UCXCOLL_SHARED_MEMORY", 1, 0, 1, "") != 0;
@@ -101,7 +103,8 @@ std::string groupWideSettings(const Config& c) {
   return "UCXCOLL_SMALL_MSG_BYTES=" + std::to_string(c.smallMessageBytes) +
          " UCXCOLL_STAGING_MIN_BYTES=" + std::to_string(c.stagingMinBytes) +
          " UCXCOLL_ALLGATHER_ALGO=" + c.allgatherAlgorithm + " UCXCOLL_ALLREDUCE_ALGO=" + c.allreduceAlgorithm +
-         " UCXCOLL_BCAST_ALGO=" + c.broadcastAlgorithm + " UCXCOLL_ALLTOALL_ALGO=" + c.alltoallAlgorithm;
+         " UCXCOLL_BCAST_ALGO=" + c.broadcastAlgorithm + " UCXCOLL_ALLTOALL_ALGO=" + c.alltoallAlgorithm +
+         " UCXCOLL_REDUCE_SCATTER_ALGO=" + c.reduceScatterAlgorithm;
 }
 
 namespace {

@@ -40,6 +40,7 @@ const char* collectiveName(Routine routine) {
       return "reduce";
     case Routine::ReduceScatterPairwise:
     case Routine::ReduceScatterStagedPair:
+    case Routine::ReduceScatterRing:
       return "reduce_scatter";
     case Routine::AlltoallPairwise:
     case Routine::AlltoallStaged:
@@ -72,6 +73,7 @@ const char* algorithmName(Routine routine) {
       return "monitored";
     case Routine::AllgatherRing:
     case Routine::AllreduceRing:
+    case Routine::ReduceScatterRing:
       return "ring";
     case Routine::BroadcastBinomial:
       return "binomial";
@@ -100,6 +102,7 @@ Detail detailOf(Routine routine) {
     case Routine::AllreduceRing:
     case Routine::ReduceScatterPairwise:
     case Routine::ReduceScatterStagedPair:
+    case Routine::ReduceScatterRing:
       return Detail::Reduction;
     case Routine::ReduceDirect:
       return Detail::RootAndReduction;

@@ -105,6 +105,7 @@ enum class Routine : uint8_t {
   AllgatherChunkedRing = 15,
   ReduceScatterStagedPair = 16,
   AlltoallStaged = 17,
+  ReduceScatterRing = 18,
 };
 inline constexpr uint32_t kRoutineBits = 6;
 inline constexpr int kRoutineShift = 44;
@@ -117,7 +118,7 @@ inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,      Routine::
                                         Routine::GatherDirect,         Routine::ScatterDirect,
                                         Routine::BarrierMonitored,     Routine::BroadcastPipelined,
                                         Routine::AllgatherChunkedRing, Routine::ReduceScatterStagedPair,
-                                        Routine::AlltoallStaged};
+                                        Routine::AlltoallStaged,       Routine::ReduceScatterRing};
 
 // "all_reduce", and "ring" for AllreduceRing.
 const char* collectiveName(Routine routine);

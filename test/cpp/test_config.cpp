@@ -43,6 +43,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
                     {"UCXCOLL_ALLREDUCE_ALGO", "direct"},
                     {"UCXCOLL_BCAST_ALGO", "binomial"},
                     {"UCXCOLL_ALLTOALL_ALGO", "staged"},
+                    {"UCXCOLL_REDUCE_SCATTER_ALGO", "ring"},
                     {"UCXCOLL_EXIT_GRACE_MS", "0"},
                     {"UCXCOLL_SHARED_MEMORY", "0"},
                     {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "1"}});
@@ -55,6 +56,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
   CHECK(c.allgatherAlgorithm == "ring");
   CHECK(c.allreduceAlgorithm == "direct");
   CHECK(c.alltoallAlgorithm == "staged");
+  CHECK(c.reduceScatterAlgorithm == "ring");
   CHECK(c.exitGraceMilliseconds == 0);
   CHECK_FALSE(c.sharedMemory);
   CHECK(c.peersOnOtherHosts);
@@ -92,6 +94,8 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
        "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, direct, ring"},
       {"UCXCOLL_BCAST_ALGO", "ring", "UCXCOLL_BCAST_ALGO=ring: expected one of auto, binomial, pipelined"},
       {"UCXCOLL_ALLTOALL_ALGO", "ring", "UCXCOLL_ALLTOALL_ALGO=ring: expected one of auto, pairwise, staged"},
+      {"UCXCOLL_REDUCE_SCATTER_ALGO", "staged",
+       "UCXCOLL_REDUCE_SCATTER_ALGO=staged: expected one of auto, pairwise, ring"},
   };
   const Config defaults = parse({});
   for (const Case& bad : cases) {
@@ -120,7 +124,8 @@ TEST_CASE("the group-wide settings name every algorithm choice, and differences 
   const std::string defaults = groupWideSettings(parse({}));
   CHECK(defaults ==
         "UCXCOLL_SMALL_MSG_BYTES=32768 UCXCOLL_STAGING_MIN_BYTES=262144 UCXCOLL_ALLGATHER_ALGO=auto "
-        "UCXCOLL_ALLREDUCE_ALGO=auto UCXCOLL_BCAST_ALGO=auto UCXCOLL_ALLTOALL_ALGO=auto");
+        "UCXCOLL_ALLREDUCE_ALGO=auto UCXCOLL_BCAST_ALGO=auto UCXCOLL_ALLTOALL_ALGO=auto "
+        "UCXCOLL_REDUCE_SCATTER_ALGO=auto");
   // Settings that leave algorithms alone may differ between ranks.
   CHECK(groupWideSettings(parse({{"UCXCOLL_SPIN_US", "0"}, {"UCXCOLL_SHARED_MEMORY", "0"}})) == defaults);
   CHECK(settingDifferences(defaults, defaults).empty());

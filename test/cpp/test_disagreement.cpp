@@ -219,6 +219,35 @@ TEST_CASE("large collectives: another root, another size, either side of the sta
     CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of reduce_scatter (SUM, staged pair"));
     CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of reduce_scatter (SUM, pairwise"));
   }
+  SECTION("3-rank reduce_scatter: one rank above the threshold, or on another size, in the ring") {
+    // The ring takes over from the threshold on more than two ranks; every
+    // rank of three is a neighbour of the one that disagrees.
+    const std::size_t smallCount = large / 8 / sizeof(float), largeCount = large / sizeof(float);
+    std::vector<float> in(3 * largeCount + 3), out0(largeCount + 1), out1(largeCount + 1), out2(largeCount + 1);
+    const std::vector<const void*> smallIn{in.data(), in.data() + smallCount, in.data() + 2 * smallCount};
+    const std::vector<const void*> largeIn{in.data(), in.data() + largeCount, in.data() + 2 * largeCount};
+    const std::vector<const void*> otherIn{in.data(), in.data() + largeCount + 1, in.data() + 2 * largeCount + 2};
+    auto select = [](const std::vector<const void*>& blocks, std::vector<float>& out, std::size_t count) {
+      return [from = std::span<const void* const>(blocks), into = out.data(), count](Collective& c) {
+        return selectReduceScatter(c, from, into, count, DataType::Float32, Reduction::Sum);
+      };
+    };
+    auto errors = runDisagreeing(
+        Wire::SharedMemoryUcx,
+        {select(smallIn, out0, smallCount), select(smallIn, out1, smallCount), select(largeIn, out2, largeCount)});
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("a peer sent a message of reduce_scatter (SUM, ring"));
+    CHECK_THAT(errors[1], Catch::Matchers::Contains("a peer sent a message of reduce_scatter (SUM, ring"));
+    CHECK_THAT(errors[2], Catch::Matchers::Contains("a peer sent a message of reduce_scatter (SUM, pairwise"));
+    errors = runDisagreeing(
+        Wire::SharedMemoryUcx,
+        {select(largeIn, out0, largeCount), select(largeIn, out1, largeCount), select(otherIn, out2, largeCount + 1)});
+    const std::string larger = std::to_string((largeCount + 1) * sizeof(float));
+    const std::string usual = std::to_string(largeCount * sizeof(float));
+    CHECK_THAT(errors[0],
+               Catch::Matchers::Contains("rank 2 works on " + larger + " bytes where this rank works on " + usual));
+    CHECK_THAT(errors[1], Catch::Matchers::Contains("rank 2 works on " + larger + " bytes"));
+    CHECK_THAT(errors[2], Catch::Matchers::Contains("works on " + usual + " bytes where this rank works on " + larger));
+  }
   SECTION("2-rank all_to_all below and above the threshold") {
     const std::vector<Block> smallSends{{a.data(), large / 2}, {a.data() + large / 2, large / 2}};
     const std::vector<Block> smallReceives{{b.data(), large / 2}, {b.data() + large / 2, large / 2}};

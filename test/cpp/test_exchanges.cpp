@@ -104,7 +104,10 @@ TEST_CASE("reduce to every root, both algorithms", "[collectives]") {
   }
 }
 
-TEST_CASE("reduce-scatter pairwise", "[collectives]") {
+TEST_CASE("reduce-scatter pairwise and ring", "[collectives]") {
+  // Both algorithms on every size, several in flight: the ring's 40,000
+  // element blocks are staged where the wire allows it (over the staging
+  // threshold), its smaller ones plain.
   for (const Setup& setup : setups()) {
     DYNAMIC_SECTION("reduce_scatter with " << setup.ranks << " ranks over " << wireName(setup.wire)) {
       const int n = setup.ranks;
@@ -124,10 +127,14 @@ TEST_CASE("reduce-scatter pairwise", "[collectives]") {
               for (int p = 0; p < n; ++p) {
                 pointers.push_back(input.data() + count * static_cast<std::size_t>(p));
               }
-              int64_t* out = outputs[rank].emplace_back(count, -1).data();
               std::span<const void* const> from(pointers);
+              int64_t* out = outputs[rank].emplace_back(count, -1).data();
               submit("reduce_scatter", [=](Collective& c) {
                 return reduceScatterPairwise(c, from, out, count, DataType::Int64, Reduction::Sum);
+              });
+              int64_t* ringOut = outputs[rank].emplace_back(count, -1).data();
+              submit("reduce_scatter", [=](Collective& c) {
+                return reduceScatterRing(c, from, ringOut, count, DataType::Int64, Reduction::Sum);
               });
             }
           },
@@ -447,6 +454,88 @@ TEST_CASE("all-to-all staged in rounds at 1-6 ranks, links staged, plain and mix
                 expect(i == count, "block of " + std::to_string(count) + " from rank " + std::to_string(p) +
                                        ": first wrong element " + std::to_string(i));
               }
+            });
+            checkNoFailures(failures);
+          }
+        }
+      }
+    }
+  }
+  setStagingPolicyForTests(StagingPolicy::AsConfigured);
+}
+
+TEST_CASE("reduce-scatter ring at 1-6 ranks, links staged, plain and mixed", "[collectives]") {
+  // Staging from 0 bytes, so that every link that can stage does: blocks
+  // of 1 element, 10,001 (one chunk) and, at up to 3 ranks, 300,001 (over
+  // 8 staging chunks: the slots are reused). Never and EvenRanksOnly leave
+  // links plain, alone or beside staged ones, so a rank may receive staged
+  // and send plain. Each input block is a vector of its own (the list form
+  // of reduce_scatter); int64 sums and float maxima are exact in any order.
+  for (StagingPolicy policy : {StagingPolicy::AsConfigured, StagingPolicy::Never, StagingPolicy::EvenRanksOnly}) {
+    setStagingPolicyForTests(policy, 0);
+    for (Wire wire : {Wire::Loopback, Wire::SharedMemoryUcx}) {
+      for (int n = 1; n <= 6; ++n) {
+        DYNAMIC_SECTION("policy " << static_cast<int>(policy) << ", " << n << " ranks over " << wireName(wire)) {
+          std::vector<std::size_t> counts{1, 10001};
+          if (n <= 3) {
+            counts.push_back(300001);
+          }
+          Cluster cluster(n, wire, disturbed(static_cast<int>(policy) * 10 + n + 900));
+          auto group = cluster.makeGroup("g");
+          for (std::size_t count : counts) {
+            auto failures = runRanks(n, [&](int rank) {
+              std::vector<std::vector<int64_t>> sums(static_cast<std::size_t>(n), std::vector<int64_t>(count));
+              std::vector<std::vector<float>> maxima(static_cast<std::size_t>(n), std::vector<float>(count));
+              std::vector<const void*> sumBlocks, maxBlocks;
+              for (int p = 0; p < n; ++p) {
+                for (std::size_t i = 0; i < count; ++i) {
+                  sums[p][i] = valueOf(rank * 100 + p, i);
+                  maxima[p][i] =
+                      static_cast<float>((i * 2654435761u + static_cast<std::size_t>(rank * 31 + p)) % 100003) / 7.0f;
+                }
+                sumBlocks.push_back(sums[p].data());
+                maxBlocks.push_back(maxima[p].data());
+              }
+              std::vector<int64_t> sum(count, -1);
+              std::vector<float> max(count, -1.0f);
+              std::span<const void*const> sumFrom(sumBlocks), maxFrom(maxBlocks);
+              int64_t* sumOut = sum.data();
+              float* maxOut = max.data();
+              auto summed = submitCollective(cluster.engine(rank), group[rank], "reduce_scatter", [=](Collective& c) {
+                return reduceScatterRing(c, sumFrom, sumOut, count, DataType::Int64, Reduction::Sum);
+              });
+              auto maximised =
+                  submitCollective(cluster.engine(rank), group[rank], "reduce_scatter", [=](Collective& c) {
+                    return reduceScatterRing(c, maxFrom, maxOut, count, DataType::Float32, Reduction::Max);
+                  });
+              summed.wait();
+              maximised.wait();
+              std::size_t i = 0;
+              auto expectedSum = [&](std::size_t at) {
+                int64_t total = 0;
+                for (int r = 0; r < n; ++r) {
+                  total += valueOf(r * 100 + rank, at);
+                }
+                return total;
+              };
+              while (i < count && sum[i] == expectedSum(i)) {
+                ++i;
+              }
+              expect(i == count, "sum of " + std::to_string(count) + ": first wrong element " + std::to_string(i));
+              auto expectedMax = [&](std::size_t at) {
+                float best = -1.0f;
+                for (int r = 0; r < n; ++r) {
+                  best = std::max(
+                      best,
+                      static_cast<float>((at * 2654435761u + static_cast<std::size_t>(r * 31 + rank)) % 100003) / 7.0f);
+                }
+                return best;
+              };
+              i = 0;
+              while (i < count && max[i] == expectedMax(i)) {
+                ++i;
+              }
+              expect(i == count, "max of " + std::to_string(count) + ": first wrong element " + std::to_string(i));
             });
             checkNoFailures(failures);
           }

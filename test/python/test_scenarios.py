@@ -38,6 +38,7 @@ def python(code: str, **env):
     ("UCXCOLL_ALLREDUCE_ALGO", "tree", "one of auto, direct, ring"),
     ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, binomial, pipelined"),
     ("UCXCOLL_ALLTOALL_ALGO", "ring", "one of auto, pairwise, staged"),
+    ("UCXCOLL_REDUCE_SCATTER_ALGO", "staged", "one of auto, pairwise, ring"),
 ])
 def test_a_bad_setting_raises_at_init_naming_the_variable(variable, value, expected):
     result = python(
@@ -453,6 +454,7 @@ def test_exit_with_a_collective_still_pending_does_not_wait_for_its_deadline():
     ("UCXCOLL_STAGING_MIN_BYTES=4194304", "262144", 2),
     ("UCXCOLL_STAGING_MIN_BYTES=4194304", "262144", 3),
     ("UCXCOLL_ALLREDUCE_ALGO=ring", "auto", 2),
+    ("UCXCOLL_REDUCE_SCATTER_ALGO=ring", "auto", 3),
 ])
 def test_ranks_whose_algorithm_settings_differ_all_raise_at_init(setting, default, world):
     # Ranks that choose algorithms differently would wait for each other
