@@ -54,6 +54,36 @@ void onEveryRank(const Setup& setup, int seed, Body body, Verify verify) {
   checkNoFailures(failures);
 }
 
+// Runs `perRank(cluster, group, n, count, rank)` on every rank for each
+// staging policy (AsConfigured staging from 0 bytes, so every link that can
+// stage does; Never and EvenRanksOnly leave links plain, alone or beside
+// staged ones), both wires, 1-6 ranks, and blocks of 1 element, 10,001 (one
+// chunk) and, at up to 3 ranks, 300,001 (over 8 staging chunks: the slots
+// are reused). `seedBase` keeps each test's delivery disturbance its own.
+template <typename PerRank>
+void forEachStagedShape(int seedBase, PerRank perRank) {
+  for (StagingPolicy policy : {StagingPolicy::AsConfigured, StagingPolicy::Never, StagingPolicy::EvenRanksOnly}) {
+    setStagingPolicyForTests(policy, 0);
+    for (Wire wire : {Wire::Loopback, Wire::SharedMemoryUcx}) {
+      for (int n = 1; n <= 6; ++n) {
+        DYNAMIC_SECTION("policy " << static_cast<int>(policy) << ", " << n << " ranks over " << wireName(wire)) {
+          std::vector<std::size_t> counts{1, 10001};
+          if (n <= 3) {
+            counts.push_back(300001);
+          }
+          Cluster cluster(n, wire, disturbed(static_cast<int>(policy) * 10 + n + seedBase));
+          auto group = cluster.makeGroup("g");
+          for (std::size_t count : counts) {
+            auto failures = runRanks(n, [&](int rank) { perRank(cluster, group, n, count, rank); });
+            checkNoFailures(failures);
+          }
+        }
+      }
+    }
+  }
+  setStagingPolicyForTests(StagingPolicy::AsConfigured);
+}
+
 }  // namespace
 
 TEST_CASE("reduce to every root, both algorithms", "[collectives]") {
@@ -411,137 +441,90 @@ TEST_CASE("reduce-scatter of two ranks staged through shared memory, or pairwise
 }
 
 TEST_CASE("all-to-all staged in rounds at 1-6 ranks, links staged, plain and mixed", "[collectives]") {
-  // Staging from 0 bytes, so that every size here takes alltoall_staged.cpp:
-  // blocks of 1 element, 10,001 (one chunk) and, at up to 3 ranks, 300,001
-  // (over 8 chunks: the staging slots are reused). Never and EvenRanksOnly
-  // leave links plain, alone or beside staged ones.
-  for (StagingPolicy policy : {StagingPolicy::AsConfigured, StagingPolicy::Never, StagingPolicy::EvenRanksOnly}) {
-    setStagingPolicyForTests(policy, 0);
-    for (Wire wire : {Wire::Loopback, Wire::SharedMemoryUcx}) {
-      for (int n = 1; n <= 6; ++n) {
-        DYNAMIC_SECTION("policy " << static_cast<int>(policy) << ", " << n << " ranks over " << wireName(wire)) {
-          std::vector<std::size_t> counts{1, 10001};
-          if (n <= 3) {
-            counts.push_back(300001);
-          }
-          Cluster cluster(n, wire, disturbed(static_cast<int>(policy) * 10 + n + 800));
-          auto group = cluster.makeGroup("g");
-          for (std::size_t count : counts) {
-            auto failures = runRanks(n, [&](int rank) {
-              const std::size_t total = count * static_cast<std::size_t>(n);
-              std::vector<int64_t> input(total);
-              std::vector<int64_t> output(total, -1);
-              std::vector<Block> sends;
-              std::vector<Block> receives;
-              for (int p = 0; p < n; ++p) {
-                const std::size_t at = count * static_cast<std::size_t>(p);
-                for (std::size_t i = 0; i < count; ++i) {
-                  input[at + i] = valueOf(rank * 100 + p, i);
-                }
-                sends.push_back({input.data() + at, count * sizeof(int64_t)});
-                receives.push_back({output.data() + at, count * sizeof(int64_t)});
-              }
-              std::span<const Block> s(sends);
-              std::span<const Block> r(receives);
-              submitCollective(cluster.engine(rank), group[rank], "all_to_all", [=](Collective& c) {
-                return alltoallStaged(c, s, r);
-              }).wait();
-              for (int p = 0; p < n; ++p) {
-                std::size_t i = 0;
-                while (i < count && output[count * static_cast<std::size_t>(p) + i] == valueOf(p * 100 + rank, i)) {
-                  ++i;
-                }
-                expect(i == count, "block of " + std::to_string(count) + " from rank " + std::to_string(p) +
-                                       ": first wrong element " + std::to_string(i));
-              }
-            });
-            checkNoFailures(failures);
-          }
-        }
+  // Every size here takes alltoall_staged.cpp (staging from 0 bytes).
+  forEachStagedShape(800, [](Cluster& cluster, auto& group, int n, std::size_t count, int rank) {
+    const std::size_t total = count * static_cast<std::size_t>(n);
+    std::vector<int64_t> input(total);
+    std::vector<int64_t> output(total, -1);
+    std::vector<Block> sends;
+    std::vector<Block> receives;
+    for (int p = 0; p < n; ++p) {
+      const std::size_t at = count * static_cast<std::size_t>(p);
+      for (std::size_t i = 0; i < count; ++i) {
+        input[at + i] = valueOf(rank * 100 + p, i);
       }
+      sends.push_back({input.data() + at, count * sizeof(int64_t)});
+      receives.push_back({output.data() + at, count * sizeof(int64_t)});
     }
-  }
-  setStagingPolicyForTests(StagingPolicy::AsConfigured);
+    std::span<const Block> s(sends);
+    std::span<const Block> r(receives);
+    submitCollective(cluster.engine(rank), group[rank], "all_to_all", [=](Collective& c) {
+      return alltoallStaged(c, s, r);
+    }).wait();
+    for (int p = 0; p < n; ++p) {
+      std::size_t i = 0;
+      while (i < count && output[count * static_cast<std::size_t>(p) + i] == valueOf(p * 100 + rank, i)) {
+        ++i;
+      }
+      expect(i == count, "block of " + std::to_string(count) + " from rank " + std::to_string(p) +
+                             ": first wrong element " + std::to_string(i));
+    }
+  });
 }
 
 TEST_CASE("reduce-scatter ring at 1-6 ranks, links staged, plain and mixed", "[collectives]") {
-  // Staging from 0 bytes, so that every link that can stage does: blocks
-  // of 1 element, 10,001 (one chunk) and, at up to 3 ranks, 300,001 (over
-  // 8 staging chunks: the slots are reused). Never and EvenRanksOnly leave
-  // links plain, alone or beside staged ones, so a rank may receive staged
-  // and send plain. Each input block is a vector of its own (the list form
-  // of reduce_scatter); int64 sums and float maxima are exact in any order.
-  for (StagingPolicy policy : {StagingPolicy::AsConfigured, StagingPolicy::Never, StagingPolicy::EvenRanksOnly}) {
-    setStagingPolicyForTests(policy, 0);
-    for (Wire wire : {Wire::Loopback, Wire::SharedMemoryUcx}) {
-      for (int n = 1; n <= 6; ++n) {
-        DYNAMIC_SECTION("policy " << static_cast<int>(policy) << ", " << n << " ranks over " << wireName(wire)) {
-          std::vector<std::size_t> counts{1, 10001};
-          if (n <= 3) {
-            counts.push_back(300001);
-          }
-          Cluster cluster(n, wire, disturbed(static_cast<int>(policy) * 10 + n + 900));
-          auto group = cluster.makeGroup("g");
-          for (std::size_t count : counts) {
-            auto failures = runRanks(n, [&](int rank) {
-              std::vector<std::vector<int64_t>> sums(static_cast<std::size_t>(n), std::vector<int64_t>(count));
-              std::vector<std::vector<float>> maxima(static_cast<std::size_t>(n), std::vector<float>(count));
-              std::vector<const void*> sumBlocks, maxBlocks;
-              for (int p = 0; p < n; ++p) {
-                for (std::size_t i = 0; i < count; ++i) {
-                  sums[p][i] = valueOf(rank * 100 + p, i);
-                  maxima[p][i] =
-                      static_cast<float>((i * 2654435761u + static_cast<std::size_t>(rank * 31 + p)) % 100003) / 7.0f;
-                }
-                sumBlocks.push_back(sums[p].data());
-                maxBlocks.push_back(maxima[p].data());
-              }
-              std::vector<int64_t> sum(count, -1);
-              std::vector<float> max(count, -1.0f);
-              std::span<const void*const> sumFrom(sumBlocks), maxFrom(maxBlocks);
-              int64_t* sumOut = sum.data();
-              float* maxOut = max.data();
-              auto summed = submitCollective(cluster.engine(rank), group[rank], "reduce_scatter", [=](Collective& c) {
-                return reduceScatterRing(c, sumFrom, sumOut, count, DataType::Int64, Reduction::Sum);
-              });
-              auto maximised =
-                  submitCollective(cluster.engine(rank), group[rank], "reduce_scatter", [=](Collective& c) {
-                    return reduceScatterRing(c, maxFrom, maxOut, count, DataType::Float32, Reduction::Max);
-                  });
-              summed.wait();
-              maximised.wait();
-              std::size_t i = 0;
-              auto expectedSum = [&](std::size_t at) {
-                int64_t total = 0;
-                for (int r = 0; r < n; ++r) {
-                  total += valueOf(r * 100 + rank, at);
-                }
-                return total;
-              };
-              while (i < count && sum[i] == expectedSum(i)) {
-                ++i;
-              }
-              expect(i == count, "sum of " + std::to_string(count) + ": first wrong element " + std::to_string(i));
-              auto expectedMax = [&](std::size_t at) {
-                float best = -1.0f;
-                for (int r = 0; r < n; ++r) {
-                  best = std::max(
-                      best,
-                      static_cast<float>((at * 2654435761u + static_cast<std::size_t>(r * 31 + rank)) % 100003) / 7.0f);
-                }
-                return best;
-              };
-              i = 0;
-              while (i < count && max[i] == expectedMax(i)) {
-                ++i;
-              }
-              expect(i == count, "max of " + std::to_string(count) + ": first wrong element " + std::to_string(i));
-            });
-            checkNoFailures(failures);
-          }
-        }
+  // A rank may receive staged and send plain. Each input block is a vector
+  // of its own (the list form of reduce_scatter); int64 sums and float
+  // maxima are exact in any order.
+  forEachStagedShape(900, [](Cluster& cluster, auto& group, int n, std::size_t count, int rank) {
+    std::vector<std::vector<int64_t>> sums(static_cast<std::size_t>(n), std::vector<int64_t>(count));
+    std::vector<std::vector<float>> maxima(static_cast<std::size_t>(n), std::vector<float>(count));
+    std::vector<const void*> sumBlocks, maxBlocks;
+    for (int p = 0; p < n; ++p) {
+      for (std::size_t i = 0; i < count; ++i) {
+        sums[p][i] = valueOf(rank * 100 + p, i);
+        maxima[p][i] = static_cast<float>((i * 2654435761u + static_cast<std::size_t>(rank * 31 + p)) % 100003) / 7.0f;
       }
+      sumBlocks.push_back(sums[p].data());
+      maxBlocks.push_back(maxima[p].data());
     }
-  }
-  setStagingPolicyForTests(StagingPolicy::AsConfigured);
+    std::vector<int64_t> sum(count, -1);
+    std::vector<float> max(count, -1.0f);
+    std::span<const void*const> sumFrom(sumBlocks), maxFrom(maxBlocks);
+    int64_t* sumOut = sum.data();
+    float* maxOut = max.data();
+    auto summed = submitCollective(cluster.engine(rank), group[rank], "reduce_scatter", [=](Collective& c) {
+      return reduceScatterRing(c, sumFrom, sumOut, count, DataType::Int64, Reduction::Sum);
+    });
+    auto maximised = submitCollective(cluster.engine(rank), group[rank], "reduce_scatter", [=](Collective& c) {
+      return reduceScatterRing(c, maxFrom, maxOut, count, DataType::Float32, Reduction::Max);
+    });
+    summed.wait();
+    maximised.wait();
+    std::size_t i = 0;
+    auto expectedSum = [&](std::size_t at) {
+      int64_t total = 0;
+      for (int r = 0; r < n; ++r) {
+        total += valueOf(r * 100 + rank, at);
+      }
+      return total;
+    };
+    while (i < count && sum[i] == expectedSum(i)) {
+      ++i;
+    }
+    expect(i == count, "sum of " + std::to_string(count) + ": first wrong element " + std::to_string(i));
+    auto expectedMax = [&](std::size_t at) {
+      float best = -1.0f;
+      for (int r = 0; r < n; ++r) {
+        best = std::max(
+            best, static_cast<float>((at * 2654435761u + static_cast<std::size_t>(r * 31 + rank)) % 100003) / 7.0f);
+      }
+      return best;
+    };
+    i = 0;
+    while (i < count && max[i] == expectedMax(i)) {
+      ++i;
+    }
+    expect(i == count, "max of " + std::to_string(count) + ": first wrong element " + std::to_string(i));
+  });
 }
