@@ -3,23 +3,36 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
+
+#include "common/process_id.hpp"
 
 namespace ucxcoll {
 
 FutureCompleter& FutureCompleter::instance() {
-  static std::mutex guard;
-  static std::unique_ptr<FutureCompleter> completer;
-  static pid_t owner = 0;
-  std::lock_guard<std::mutex> lock(guard);
-  if (!completer || owner != getpid()) {
-    // A forked child inherits the object but not its threads: leave it be
-    // (joining or destroying threads that do not exist here is undefined).
-    (void)completer.release();
-    completer = std::make_unique<FutureCompleter>();
-    owner = getpid();
+  // Asked on every operation: the usual answer needs no lock.
+  static std::atomic<FutureCompleter*> current{nullptr};
+  static std::atomic<pid_t> owner{0};
+  const pid_t self = currentProcessId();
+  // owner is published after current: read in the other order.
+  if (owner.load(std::memory_order_acquire) == self) {
+    return *current.load(std::memory_order_acquire);
   }
-  return *completer;
+  static std::mutex guard;
+  static std::unique_ptr<FutureCompleter> owned;
+  std::lock_guard<std::mutex> lock(guard);
+  if (!owned || owner.load(std::memory_order_acquire) != self) {
+    // First use, or a forked child: the child inherits the object but not
+    // its threads, so it leaves it be (joining or destroying threads that
+    // do not exist here is undefined) and makes its own.
+    (void)owned.release();
+    owned = std::make_unique<FutureCompleter>();
+    owner.store(0, std::memory_order_release);
+    current.store(owned.get(), std::memory_order_release);
+    owner.store(self, std::memory_order_release);
+  }
+  return *owned;
 }
 
 void FutureCompleter::post(std::function<void()> task) {

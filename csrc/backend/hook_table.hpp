@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -20,28 +21,39 @@ class HookTable {
 
   void add(int64_t id, Hook hook) {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::erase_if(hooks_, [&](const auto& entry) { return entry.first == id; });
-    hooks_.emplace_back(id, std::move(hook));
-    count_.store(hooks_.size(), std::memory_order_release);
+    auto next = std::make_shared<Entries>(*hooks_);
+    std::erase_if(*next, [&](const auto& entry) { return entry.first == id; });
+    next->emplace_back(id, std::move(hook));
+    publish(std::move(next));
   }
 
   void remove(int64_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::erase_if(hooks_, [&](const auto& entry) { return entry.first == id; });
-    count_.store(hooks_.size(), std::memory_order_release);
+    auto next = std::make_shared<Entries>(*hooks_);
+    std::erase_if(*next, [&](const auto& entry) { return entry.first == id; });
+    publish(std::move(next));
   }
 
   // Lock-free, for the per-operation path where usually nothing is registered.
   bool empty() const { return count_.load(std::memory_order_acquire) == 0; }
 
-  Entries snapshot() const {
+  // The hooks as they are now. The list is never changed in place (add and
+  // remove publish a new one), so taking it costs a reference, not a copy
+  // of every hook: this runs on every operation while torch's flight
+  // recorder is attached.
+  std::shared_ptr<const Entries> snapshot() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return hooks_;
   }
 
  private:
+  void publish(std::shared_ptr<Entries> next) {
+    count_.store(next->size(), std::memory_order_release);
+    hooks_ = std::move(next);
+  }
+
   mutable std::mutex mutex_;
-  Entries hooks_;
+  std::shared_ptr<const Entries> hooks_ = std::make_shared<const Entries>();
   std::atomic<std::size_t> count_{0};
 };
 

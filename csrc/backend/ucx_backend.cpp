@@ -1,6 +1,7 @@
 #include "backend/ucx_backend.hpp"
 #include "backend/future_completer.hpp"
 
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -132,7 +133,8 @@ void UcxBackend::shutdown() {
 }
 
 void AbortHooks::run(const std::string& why) {
-  for (auto& [id, hook] : snapshot()) {
+  const auto hooks = snapshot();
+  for (const auto& [id, hook] : *hooks) {
     try {
       hook();
     } catch (const std::exception& error) {
@@ -216,8 +218,12 @@ void describeOutput(const c10::IValue& result, Operation& op) {
 c10::intrusive_ptr<UcxWork> UcxBackend::makeWork(Operation& op, c10d::OpType opType, const char* opName,
                                                  c10::IValue result, c10::TypePtr resultType, uint64_t sequence) {
   describeOutput(result, op);  // for the audit log and the desync report
+  // c10d::Work starts a profiler record when given a title; without a
+  // profiler (no RecordFunction callbacks) it would only allocate one to
+  // find it inactive, on every operation.
+  const std::string title = at::hasCallbacks() ? std::string("ucxcoll:") + opName : std::string();
   auto work = c10::make_intrusive<UcxWork>(engine_, op.sharedCompletion(), rank_, opType,
-                                           (std::string("ucxcoll:") + opName).c_str(), std::move(result),
+                                           title.empty() ? nullptr : title.c_str(), std::move(result),
                                            std::move(resultType), sequence);
   op.onComplete = [work](std::exception_ptr error) { work->completeFuture(error); };
   op.onSucceeded = [work, listeners = completionListeners_] { work->noteSucceeded(*listeners); };

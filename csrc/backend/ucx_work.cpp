@@ -22,7 +22,8 @@ void tell(const CompletionListeners& listeners, uint64_t key, float durationMs) 
   if (listeners.empty()) {
     return;
   }
-  for (auto& [id, listener] : listeners.snapshot()) {
+  const auto hooks = listeners.snapshot();
+  for (const auto& [id, listener] : *hooks) {
     try {
       listener(key, durationMs);
     } catch (const std::exception& error) {

@@ -12,6 +12,7 @@
 
 #include "common/config.hpp"
 #include "common/logging.hpp"
+#include "common/process_id.hpp"
 
 namespace ucxcoll {
 
@@ -49,9 +50,9 @@ class SegmentPool {
       std::lock_guard lock(mutex_);
       // A forked child must not offer its parent's segments: they name the
       // parent's pid, and the parent still uses them.
-      if (owner_ != ::getpid()) {
+      if (owner_ != currentProcessId()) {
         free_.clear();
-        owner_ = ::getpid();
+        owner_ = currentProcessId();
       }
       if (!free_.empty()) {
         auto segment = std::move(free_.back());
@@ -70,7 +71,7 @@ class SegmentPool {
 
  private:
   std::mutex mutex_;
-  pid_t owner_ = ::getpid();
+  pid_t owner_ = currentProcessId();
   std::vector<std::shared_ptr<StagingLease::Segment>> free_;
 };
 

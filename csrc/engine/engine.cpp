@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/logging.hpp"
 #include "common/parked.hpp"
+#include "common/process_id.hpp"
 #include "transport/transport_factory.hpp"
 
 namespace ucxcoll {
@@ -71,11 +72,11 @@ Task Engine::ControlOperation::run() {
 std::shared_ptr<Engine> Engine::acquire(const std::function<std::string()>& networkDevices) {
   std::lock_guard<std::mutex> lock(registryMutex());
   static pid_t registeredPid = 0;
-  if (registeredPid != getpid()) {
+  if (registeredPid != currentProcessId()) {
     // First use in this process, or a forked child: a child must never use
     // (or destroy) the UCX state it inherited, so it starts afresh.
     liveEngine() = std::weak_ptr<Engine>();
-    registeredPid = getpid();
+    registeredPid = currentProcessId();
     std::atexit(stopLiveEngineAtExit);
   }
   auto engine = liveEngine().lock();
@@ -92,7 +93,7 @@ void Engine::stopLiveEngine(std::chrono::milliseconds grace) {
     std::lock_guard<std::mutex> lock(registryMutex());
     engine = liveEngine().lock();
   }
-  if (!engine || engine->ownerPid_ != getpid()) {
+  if (!engine || engine->ownerPid_ != currentProcessId()) {
     return;  // none, or a forked child's copy of the parent's
   }
   if (grace.count() > 0 && !engine->waitUntilIdle(grace)) {
@@ -108,7 +109,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, Threading threading)
     : transport_(std::move(transport)),
       address_(transport_->address()),
       threading_(threading),
-      ownerPid_(getpid()),
+      ownerPid_(currentProcessId()),
       spinMicroseconds_(config().spinMicroseconds),
       callerSpin_(std::chrono::microseconds(config().spinMicroseconds), kCallerSpinCeiling,
                   !config().spinMicrosecondsSet),
@@ -121,7 +122,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, Threading threading)
 }
 
 Engine::~Engine() {
-  if (getpid() != ownerPid_) {
+  if (currentProcessId() != ownerPid_) {
     // Inherited through fork: the thread does not exist here and the
     // transport's state is the parent's. Leak it rather than tear down what
     // is not ours.
@@ -159,7 +160,7 @@ Engine::~Engine() {
 }
 
 void Engine::stop() {
-  if (getpid() != ownerPid_) {
+  if (currentProcessId() != ownerPid_) {
     return;  // a forked child: the thread exists only in the parent
   }
   {
@@ -429,9 +430,16 @@ void Engine::destroyRetired() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     finished.swap(retired_);
+    retired_.swap(spareRetired_);
     hasRetired_.store(false, std::memory_order_relaxed);
   }
-  // `finished` is destroyed here, on the caller's thread, outside the lock.
+  // Destroyed here, on the caller's thread, outside the lock; the emptied
+  // list is kept for its capacity.
+  finished.clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (spareRetired_.capacity() < finished.capacity()) {
+    spareRetired_.swap(finished);
+  }
 }
 
 // ---- The driver loop ----------------------------------------------------------
@@ -567,12 +575,25 @@ void Engine::takeSubmissions() {
   if (transport_->hasFailedPeers()) {
     handleFailedConnections();  // so that these are refused, not sent into a broken connection
   }
-  std::deque<std::unique_ptr<Operation>> batch;
+  // Driver only; a nested call (an operation started below submits
+  // another) finds no spare and allocates.
+  std::vector<std::unique_ptr<Operation>> batch = std::move(spareSubmitted_);
+  spareSubmitted_.clear();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     batch.swap(submitted_);
     hasSubmissions_.store(false, std::memory_order_relaxed);
   }
+  struct KeepCapacity {
+    std::vector<std::unique_ptr<Operation>>& batch;
+    std::vector<std::unique_ptr<Operation>>& spare;
+    ~KeepCapacity() {
+      batch.clear();
+      if (spare.capacity() < batch.capacity()) {
+        spare.swap(batch);
+      }
+    }
+  } keep{batch, spareSubmitted_};
   for (auto& owned : batch) {
     Operation& op = *owned;
     op.engine_ = this;

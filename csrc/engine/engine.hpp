@@ -281,8 +281,13 @@ class Engine {
   std::mutex mutex_;
   Doorbell doorbell_;  // wakes the progress thread
   std::condition_variable idle_;
-  std::deque<std::unique_ptr<Operation>> submitted_;
+  std::vector<std::unique_ptr<Operation>> submitted_;
   std::vector<std::unique_ptr<Operation>> retired_;
+  // Emptied lists kept for their capacity, so that taking submissions and
+  // destroying retired operations allocate nothing per operation
+  // (spareSubmitted_: driver only).
+  std::vector<std::unique_ptr<Operation>> spareSubmitted_;
+  std::vector<std::unique_ptr<Operation>> spareRetired_;
   Driver driver_ = Driver::None;
   bool progressThreadWanted_ = false;  // now
   bool handOverPending_ = false;       // when the doorbell's delay has passed

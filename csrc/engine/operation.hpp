@@ -19,7 +19,6 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -28,6 +27,7 @@
 #include <vector>
 
 #include "common/deadline.hpp"
+#include "common/stable_list.hpp"
 #include "engine/completion.hpp"
 #include "engine/task.hpp"
 #include "transport/transport.hpp"
@@ -176,7 +176,9 @@ class Operation {
   uint64_t serial_ = 0;
   Clock::time_point submittedAt_{};
   Task task_;
-  std::deque<Request> requests_;  // stable addresses
+  // Stable addresses (the transport holds them); a small collective's fit
+  // inside the operation.
+  StableList<Request, 4> requests_;
   std::size_t outstanding_ = 0;
   std::coroutine_handle<> waiter_;       // the suspended coroutine, if any
   const Request* waitingFor_ = nullptr;  // null: waits for all()

@@ -11,6 +11,7 @@
 #include "common/config.hpp"
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "common/process_id.hpp"
 
 namespace ucxcoll {
 
@@ -225,7 +226,7 @@ void SharedMemoryTransport::openLane(Peer& peer) {
   if (!inbox || headerOf(inbox->data()).magic != kAddressMagic) {
     refuse(std::string("its inbox cannot be mapped (") + (why != nullptr ? why : "no inbox there") + ")");
   }
-  if (identity.inbox.pid != ::getpid()) {
+  if (identity.inbox.pid != currentProcessId()) {
     if (identity.wakeFd < 0) {
       refuse("it offers no way to wake it");
     }
