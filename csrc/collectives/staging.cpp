@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/config.hpp"
+#include "common/immortal.hpp"
 #include "common/logging.hpp"
 #include "common/process_id.hpp"
 
@@ -75,9 +76,10 @@ class SegmentPool {
   std::vector<std::shared_ptr<StagingLease::Segment>> free_;
 };
 
+// Never destroyed (common/immortal.hpp): first used on whichever thread
+// drives the first staged collective.
 SegmentPool& pool() {
-  static SegmentPool instance;
-  return instance;
+  return immortal<SegmentPool>();
 }
 
 // Receivers' mappings of other processes' segments, by offer.
@@ -158,8 +160,9 @@ const std::byte* mapStaging(const StagingOffer& offer) {
   if (offer.host == 0 || offer.host != hostIdentity()) {
     return nullptr;
   }
-  static PeerMappings mappings;
-  return mappings.map(offer);
+  // Never destroyed (common/immortal.hpp): first used on the driver, often
+  // the progress thread, mid-collective.
+  return immortal<PeerMappings>().map(offer);
 }
 
 std::size_t stagingMinBytes() {

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/immortal.hpp"
+
 namespace ucxcoll {
 namespace {
 
@@ -12,11 +14,9 @@ struct Parked {
   std::vector<std::shared_ptr<void>> objects;
 };
 
-// Constructed in static storage and never destroyed (see parked.hpp).
+// Never destroyed (see parked.hpp).
 Parked& parked() {
-  alignas(Parked) static std::byte storage[sizeof(Parked)];
-  static Parked* instance = std::construct_at(reinterpret_cast<Parked*>(storage));
-  return *instance;
+  return immortal<Parked>();
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ results.
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -39,10 +40,14 @@ def free_port() -> int:
 
 def run_processes(commands, timeout: float, env=None):
     """Runs the commands in parallel; returns [(returncode, output)]. Kills
-    every process still running at the timeout (a hang is a failure)."""
+    every process still running at the timeout (a hang is a failure),
+    with whatever they started: each command runs in a process group of
+    its own, since a process it forked (a scenario forks children) keeps
+    the output pipe open after the command itself has exited."""
     procs = [
         subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or os.environ.copy(), cwd=REPO
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or os.environ.copy(), cwd=REPO,
+            start_new_session=True,
         )
         for cmd in commands
     ]
@@ -52,7 +57,10 @@ def run_processes(commands, timeout: float, env=None):
             output, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             for other in procs:
-                other.kill()
+                try:
+                    os.killpg(other.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             output, _ = proc.communicate()
             output += f"\n[harness] killed after {timeout} s: hang"
             proc.returncode = -9

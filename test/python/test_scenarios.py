@@ -418,6 +418,26 @@ def test_forked_child_exits_cleanly_and_parent_group_still_works():
         assert report == {"child_status": 0, "value": 4.0, "large_value": 2.0}, report
 
 
+def test_no_exit_handler_is_registered_off_the_main_thread(tmp_path):
+    # A static with a destructor first used on ucxcoll's progress thread
+    # registers it with __cxa_atexit there; a fork at that moment (the
+    # fork_child scenario, a DataLoader worker) left glibc's exit-functions
+    # lock held in the child, which then hung at its first such static
+    # (seen once in CI). A probe preloaded into the ranks reports every
+    # registration off the main thread: none may come from ucxcoll.
+    probe = tmp_path / "atexit_probe.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(REPO / "test" / "python" / "atexit_probe.c"), "-o",
+                    str(probe), "-ldl"], check=True)
+    outputs = []
+    # After what is preloaded already (the sanitizer runtimes must stay first).
+    preload = ":".join(filter(None, [os.environ.get("LD_PRELOAD", ""), str(probe)]))
+    reports = run_scenario("fork_child", world=2, timeout=120, outputs=outputs, LD_PRELOAD=preload)
+    assert all(report["child_status"] == 0 for report in reports), reports
+    lines = [line for output in outputs for line in output.splitlines() if "[atexit-off-main-thread]" in line]
+    ours = [line for line in lines if re.search(r"/ucxcoll/_C\.[^/]*$", line)]
+    assert not ours, "\n".join(lines)
+
+
 def test_doctor_reports_environment_and_passes_self_test():
     result = subprocess.run([sys.executable, "-m", "ucxcoll.doctor"], capture_output=True, text=True,
                             cwd=REPO, timeout=180)
