@@ -45,6 +45,11 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allreduce(std::vector<at::Tensor>& te
   CopyBacks copies;
   addCopyBack(copies, buffer, tensor);
   Collective::Body body = [buffer, count, type, reduction, factor](Collective& c) {
+    // Only AVG and PREMUL_SUM need the scaling step around the algorithm;
+    // the others skip its coroutine frame.
+    if (reduction != Reduction::Average && reduction != Reduction::PremulSum) {
+      return selectAllreduce(c, buffer.data_ptr(), count, type, reduction);
+    }
     return allreduceScaled(c, buffer.data_ptr(), count, type, reduction, factor);
   };
   return runCollective(c10d::OpType::ALLREDUCE, op, opts.timeout, opts.asyncOp, c10::IValue(tensors), tensorListType(),

@@ -1,12 +1,16 @@
 #include "backend/group_setup.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -37,6 +41,14 @@ void putUint(std::vector<uint8_t>& out, uint32_t value, int bytes) {
   }
 }
 
+// The cores this process may run on (its affinity mask, which is what a
+// container or taskset grants), at least 1.
+uint32_t usableCores() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? static_cast<uint32_t>(std::max(1, CPU_COUNT(&cpus))) : 1;
+}
+
 uint32_t getUint(const std::vector<uint8_t>& in, std::size_t at, int bytes) {
   uint32_t value = 0;
   for (int byte = 0; byte < bytes; ++byte) {
@@ -58,8 +70,8 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
 
   // Value: the channel (4 bytes, little-endian); the host identity, the
   // pid namespace identity and the group-wide settings (each a 2-byte
-  // length and the bytes); the pid (4 bytes) and its start time (8); then
-  // the worker address.
+  // length and the bytes); the pid (4 bytes), its start time (8) and the
+  // cores it may use (4); then the worker address.
   const std::string host = hostIdentity();
   const std::string pidNamespace = pidNamespaceIdentity();
   const std::string settings = groupWideSettings(config());
@@ -73,6 +85,7 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
   putUint(mine, static_cast<uint32_t>(me.pid), 4);
   putUint(mine, static_cast<uint32_t>(me.startTime), 4);
   putUint(mine, static_cast<uint32_t>(me.startTime >> 32), 4);
+  putUint(mine, usableCores(), 4);
   mine.insert(mine.end(), myAddress.begin(), myAddress.end());
   store->set(prefix + "peer/" + std::to_string(rank), mine);
 
@@ -80,6 +93,11 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
   result.ranksOnThisHost = 0;
   std::string settingsThatDiffer;
   int ranksThatDiffer = 0;
+  struct HostLoad {
+    uint32_t ranks = 0;
+    uint32_t cores = UINT32_MAX;  // the fewest any of its ranks may use
+  };
+  std::map<std::string, HostLoad> hostLoads;  // by host identity
   for (int peer = 0; peer < size; ++peer) {
     std::vector<uint8_t> value = peer == rank ? mine : store->get(prefix + "peer/" + std::to_string(peer));
     auto malformed = [&] { return std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer)); };
@@ -104,12 +122,15 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
         }
       }
     }
-    if (value.size() < at + 12) {
+    if (value.size() < at + 16) {
       throw malformed();
     }
     ProcessIdentity process{static_cast<pid_t>(getUint(value, at, 4)),
                             getUint(value, at + 4, 4) | (uint64_t{getUint(value, at + 8, 4)} << 32)};
-    at += 12;
+    HostLoad& load = hostLoads[peerHost];
+    ++load.ranks;
+    load.cores = std::min(load.cores, getUint(value, at + 12, 4));
+    at += 16;
     result.channels.push_back(getUint(value, 0, 4));
     const bool sameHost = peer == rank || (peerHost == host && !config().peersOnOtherHosts);
     if (sameHost) {
@@ -119,6 +140,9 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
     const bool watchable = sameHost && !pidNamespace.empty() && peerPidNamespace == pidNamespace;
     result.processes.push_back(watchable ? process : ProcessIdentity{});
     result.addresses.emplace_back(value.begin() + static_cast<long>(at), value.end());
+  }
+  for (const auto& [host, load] : hostLoads) {
+    result.ranksOutnumberCores = result.ranksOutnumberCores || load.ranks > load.cores;
   }
   // Every rank reads every entry, so every rank raises here, before any
   // collective could run on algorithms that the ranks chose differently.

@@ -23,6 +23,9 @@ struct GroupRendezvous {
   std::vector<ProcessIdentity> processes;
   std::vector<bool> onOtherHost;  // indexed by group rank
   int ranksOnThisHost = 1;        // this one included
+  // Some host runs more of the group's ranks than the cores each of them
+  // may use: the same answer on every rank (computed from every entry).
+  bool ranksOutnumberCores = false;
 };
 
 // The ranks of a group do not share groupWideSettings (common/config.hpp).

@@ -59,6 +59,7 @@ std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Sto
     GroupRendezvous peers = rendezvous(store, rank, size, engine_->address(), channel);
     group = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels),
                                  peers.processes, peers.onOtherHost);
+    group->setRanksOutnumberCores(peers.ranksOutnumberCores);
     engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
   } catch (...) {
     engine_->releaseChannel(channel);

@@ -72,6 +72,7 @@ class Collective : public Operation {
   Task run() override { return body_(*this); }
   std::string describe() const override { return what_ + (" #" + std::to_string(sequence_)); }
   std::string describeProgress() const override;
+  const char* algorithm() const override { return begun_ ? tag::algorithmName(routine_) : nullptr; }
   std::exception_ptr checkForDisagreement(Transport& transport) override;
   std::string mismatchHint() const override;
   void announceFailure(const std::exception_ptr& error) override;

@@ -53,6 +53,13 @@ class Group {
   // (same host and pid namespace); unknown elsewhere.
   const ProcessIdentity& process(int rank) const { return processes_.at(static_cast<std::size_t>(rank)); }
 
+  // Whether some host runs more of this group's ranks than it has cores.
+  // Every rank of the group computes the same answer from the setup
+  // exchange, so algorithms may choose by it; set once, before the group's
+  // first operation.
+  bool ranksOutnumberCores() const { return ranksOutnumberCores_; }
+  void setRanksOutnumberCores(bool outnumber) { ranksOutnumberCores_ = outnumber; }
+
  private:
   friend class Engine;
 
@@ -63,6 +70,7 @@ class Group {
   std::vector<PeerHandle> peers_;
   std::vector<uint32_t> peerChannels_;
   std::vector<ProcessIdentity> processes_;  // indexed by group rank
+  bool ranksOutnumberCores_ = false;
   tag::CollectiveLayout layout_;
   std::atomic<uint64_t> issued_{0};
 

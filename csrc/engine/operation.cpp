@@ -125,6 +125,9 @@ std::string Operation::auditLine(const std::exception_ptr& error) const {
   }
   std::ostringstream line;
   line << "audit: " << name() << ": " << payloadBytes << " B, ";
+  if (const char* how = algorithm()) {
+    line << how << " algorithm, ";
+  }
   if (peers.empty()) {
     line << "no messages";
   } else {

@@ -132,6 +132,9 @@ class Operation {
   // What the operation is, for the desync report, e.g. "broadcast #17 from
   // rank 1 (binomial algorithm)"; describe() unless an operation knows more.
   virtual std::string describeProgress() const { return describe(); }
+  // The algorithm it runs ("ring", "pairwise"), for the audit log; null
+  // where there is no choice (point-to-point) or it has not begun.
+  virtual const char* algorithm() const { return nullptr; }
   // A collective looks for messages that show its peers are running a
   // different operation under its sequence number; returns the error to
   // fail with, or null. Called while the operation waits.

@@ -465,11 +465,20 @@ def reconfigure_victim(rank: int, world: int, port: int, workdir: str) -> None:
 def audit_log(rank: int, world: int, port: int, workdir: str) -> None:
     """UCXCOLL_LOG_LEVEL=info (set by the test) writes one audit line per
     operation; the test reads them from each rank's output. Ends with an
-    all_reduce whose sizes the ranks disagree on: a failed line on both."""
+    all_reduce whose sizes the ranks disagree on: a failed line on both.
+    With UCXCOLL_TEST_ONE_CORE=1 every rank runs on the same one core, so
+    the ranks outnumber the cores they have."""
+    if os.environ.get("UCXCOLL_TEST_ONE_CORE") == "1":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     init(rank, world, port, timeout_seconds=30)
     dist.all_reduce(torch.ones(1024))
     gathered = [torch.empty(4) for _ in range(world)]
     dist.all_gather(gathered, torch.ones(4))
+    # Blocks of 256 KiB: staged rounds, unless the ranks outnumber the cores.
+    block = 64 << 10
+    received = torch.empty(block * world)
+    dist.all_to_all_single(received, torch.full((block * world,), float(rank)))
+    assert received.tolist() == [float(r) for r in range(world) for _ in range(block)]
     if rank == 0:
         dist.send(torch.ones(8, dtype=torch.float64), 1)
     else:

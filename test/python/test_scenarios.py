@@ -300,19 +300,26 @@ def test_survivors_of_a_killed_rank_reconfigure_the_group_and_go_on():
         assert report["gathered"] == [[0.0, 0.0], [1.0, 1.0]]
 
 
-def test_audit_log_writes_one_line_per_operation_with_size_peers_duration_and_outcome():
+@pytest.mark.parametrize("one_core", [False, True], ids=["own_cores", "ranks_outnumber_cores"])
+def test_audit_log_writes_one_line_per_operation_with_size_algorithm_peers_duration_and_outcome(one_core):
+    # Two ranks on one core (UCXCOLL_TEST_ONE_CORE): the group setup finds
+    # that the ranks outnumber the cores, and the 256 KiB-block all_to_all
+    # takes the pairwise exchange instead of the staged rounds.
     outputs = []
-    reports = run_scenario("audit_log", world=2, timeout=120, outputs=outputs, UCXCOLL_LOG_LEVEL="info")
+    reports = run_scenario("audit_log", world=2, timeout=120, outputs=outputs, UCXCOLL_LOG_LEVEL="info",
+                           UCXCOLL_TEST_ONE_CORE="1" if one_core else "0")
+    alltoall = "pairwise" if one_core else "staged pairwise"
     for rank, output in enumerate(outputs):
         lines = [line.split("] audit: ", 1)[1] for line in output.splitlines() if "] audit: " in line]
         where = f'on group "0" \\(rank {rank} of 2, timeout 30000 ms\\)'
         p2p = "send #0 to rank 1" if rank == 0 else "recv #0 from rank 0"
         expected = [
-            rf"all_reduce #0 {where}: 4096 B, peers {1 - rank}, \d+\.\d{{3}} ms, ok",
-            rf"all_gather #1 {where}: 32 B, peers {1 - rank}, \d+\.\d{{3}} ms, ok",
+            rf"all_reduce #0 {where}: 4096 B, direct algorithm, peers {1 - rank}, \d+\.\d{{3}} ms, ok",
+            rf"all_gather #1 {where}: 32 B, direct algorithm, peers {1 - rank}, \d+\.\d{{3}} ms, ok",
+            rf"all_to_all_single #2 {where}: 524288 B, {alltoall} algorithm, peers {1 - rank}, \d+\.\d{{3}} ms, ok",
             rf"{p2p} \(tag 0\) {where}: 64 B, peers {1 - rank}, \d+\.\d{{3}} ms, ok",
-            rf"all_reduce #2 {where}: {16 + 4 * rank} B, peers {1 - rank}, \d+\.\d{{3}} ms, failed: rank {1 - rank} "
-            r".*\(ranks disagree about the tensor sizes\)",
+            rf"all_reduce #3 {where}: {16 + 4 * rank} B, direct algorithm, peers {1 - rank}, \d+\.\d{{3}} ms, "
+            rf"failed: rank {1 - rank} .*\(ranks disagree about the tensor sizes\)",
         ]
         assert len(lines) == len(expected), output
         for line, pattern in zip(lines, expected):
