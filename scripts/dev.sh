@@ -21,6 +21,8 @@
 #                           a 2-rank smoke test on it
 #   scripts/dev.sh gpu-pack fill .gpu-carry/ with what scripts/gpu_check.sh
 #                           needs on a GPU machine without network
+#   scripts/dev.sh across-hosts  the tests across simulated hosts alone (2 hosts
+#                           x 2 ranks; scripts/hosts.sh makes them; needs root)
 #   scripts/dev.sh setup    only set up and build
 #
 # UCXCOLL_VENV   where the Python environment lives (default
@@ -31,7 +33,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${UCXCOLL_VENV:-$HOME/.cache/ucxcoll/venv}"
 BUILD="$ROOT/build"
-APT_PACKAGES=(cmake g++ ninja-build ccache catch2 libucx-dev clang-format)
+APT_PACKAGES=(cmake g++ ninja-build ccache catch2 libucx-dev clang-format iproute2)
 
 log() { printf '[dev.sh] %s\n' "$*" >&2; }
 
@@ -370,8 +372,9 @@ case "$command" in
   compat) ensure_apt_packages; ensure_venv; run_compat ;;
   gpu-pack) ensure_apt_packages; ensure_venv; gpu_pack ;;
   sanitize) setup; run_sanitizers ;;
+  across-hosts) setup; cd "$ROOT"; "$VENV/bin/python" -m pytest test/python/test_across_hosts.py -q -rs "$@" ;;
   *)
-    echo "usage: scripts/dev.sh {demo|test|bench|bench-small|conformance|conformance-ci|compat|gpu-pack|sanitize|setup}" >&2
+    echo "usage: scripts/dev.sh {demo|test|bench|bench-small|conformance|conformance-ci|compat|gpu-pack|sanitize|across-hosts|setup}" >&2
     exit 2
     ;;
 esac

@@ -141,8 +141,11 @@ def expect_error(error_type, fragments, fn) -> None:
 
 def run(checks: Checks, rank: int, world: int, port: int, outdir: str, selected=None) -> None:
     """Runs every applicable check of `checks` and writes rank<N>.json."""
+    # Across simulated hosts (harness.RankRun with hosts) the store is on
+    # host 0's address.
+    store = os.environ.get("UCXCOLL_TEST_STORE_ADDR", "127.0.0.1")
     dist.init_process_group(
-        backend="ucxcoll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=GROUP_TIMEOUT
+        backend="ucxcoll", init_method=f"tcp://{store}:{port}", rank=rank, world_size=world, timeout=GROUP_TIMEOUT
     )
     ctx = Context(rank, world)
     results = {}

@@ -36,11 +36,16 @@ def processes_exited_cleanly(rank_runs, module: str, world: int) -> None:
         assert code == 0, f"rank {rank} exited with {code}:\n{output[-4000:]}"
 
 
+def check_names(module: str) -> list[str]:
+    """The checks of a check module (checks_*.py), in order."""
+    return importlib.import_module(module).check.names()
+
+
 def check_module_tests(module: str, world_sizes: list[int]):
     """The two tests of a check module (checks_*.py): one per (world size,
     check), and one that the rank processes of each world size exited
     cleanly. A test file binds them to test_* names for pytest to collect."""
-    names = importlib.import_module(module).check.names()
+    names = check_names(module)
 
     @pytest.mark.parametrize("check", names)
     @pytest.mark.parametrize("world", world_sizes)

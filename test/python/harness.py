@@ -97,7 +97,9 @@ def run_reporting_ranks(script: str, name: str, world: int, timeout: float, outp
 class RankRun:
     """The reports of one check module's rank processes at one world size."""
 
-    def __init__(self, module: str, world: int, timeout: float = 900):
+    def __init__(self, module: str, world: int, timeout: float = 900, hosts: "SimulatedHosts | None" = None):
+        """With `hosts`, the ranks are spread over the simulated hosts in
+        blocks (ranks 0..k-1 on host 0, and so on), as torchrun places them."""
         self.world = world
         with tempfile.TemporaryDirectory(prefix=f"ucxcoll-{module}-w{world}-") as outdir:
             port = free_port()
@@ -105,7 +107,12 @@ class RankRun:
                 [sys.executable, str(HERE / "rank_main.py"), module, str(rank), str(world), str(port), outdir]
                 for rank in range(world)
             ]
-            self.processes = run_processes(commands, timeout)
+            env = None
+            if hosts is not None:
+                per_host = -(-world // hosts.count)
+                commands = [hosts.command(rank // per_host, command) for rank, command in enumerate(commands)]
+                env = dict(os.environ, **hosts.environment(world, per_host))
+            self.processes = run_processes(commands, timeout, env=env)
             self.reports = {}
             for rank in range(world):
                 path = Path(outdir) / f"rank{rank}.json"
@@ -128,3 +135,57 @@ class RankRun:
         if all(s["status"] == "skipped" for s in statuses.values()):
             return "skipped", statuses[0]["reason"]
         return "passed", ""
+
+
+class SimulatedHosts:
+    """Hosts made by scripts/hosts.sh (network namespaces joined by a
+    bridge; see there) for tests across hosts. The rig is named after this
+    process, so that a later run removes what a killed one left behind."""
+
+    SCRIPT = REPO / "scripts" / "hosts.sh"
+
+    def __init__(self, count: int):
+        self.count = count
+        self.rig = f"ucxh{os.getpid()}"
+        self.remove_abandoned_rigs()
+        subprocess.run([str(self.SCRIPT), "up", str(count), self.rig], check=True, capture_output=True, text=True)
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why hosts cannot be made here, or None."""
+        probe = subprocess.run([str(cls.SCRIPT), "check"], capture_output=True, text=True)
+        return None if probe.returncode == 0 else (probe.stdout + probe.stderr).strip()
+
+    @classmethod
+    def remove_abandoned_rigs(cls) -> None:
+        listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for line in listing.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name.startswith("ucxh") and name.endswith("-sw") and name[4:-3].isdigit():
+                if not Path(f"/proc/{name[4:-3]}").exists():
+                    subprocess.run([str(cls.SCRIPT), "down", name[:-3]], capture_output=True)
+
+    def address(self, host: int) -> str:
+        return f"10.231.0.{host + 1}"
+
+    def command(self, host: int, command: list[str]) -> list[str]:
+        return [str(self.SCRIPT), "run", str(host), self.rig, "--", *command]
+
+    def environment(self, world: int, per_host: int) -> dict[str, str]:
+        # What torchrun would set on each host, and gloo's interface (a
+        # host's name resolves to nothing in the rig).
+        return {
+            "UCXCOLL_TEST_STORE_ADDR": self.address(0),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(per_host),
+            "GLOO_SOCKET_IFNAME": "eth0",
+        }
+
+    def cut(self, host: int) -> None:
+        subprocess.run([str(self.SCRIPT), "cut", str(host), self.rig], check=True)
+
+    def heal(self, host: int) -> None:
+        subprocess.run([str(self.SCRIPT), "heal", str(host), self.rig], check=True)
+
+    def close(self) -> None:
+        subprocess.run([str(self.SCRIPT), "down", self.rig], capture_output=True)

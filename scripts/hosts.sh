@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Simulated hosts on one machine, for tests and benchmarks across hosts.
+#
+#   scripts/hosts.sh up N [RIG]         make hosts 0..N-1 (prints nothing; fails if RIG exists)
+#   scripts/hosts.sh run I [RIG] -- CMD run CMD "on host I" (exit status is CMD's)
+#   scripts/hosts.sh address I          host I's address (10.231.0.(I+1))
+#   scripts/hosts.sh cut I [RIG]        take host I's link down
+#   scripts/hosts.sh heal I [RIG]       bring it back up
+#   scripts/hosts.sh down [RIG]         remove everything RIG made (always safe to run)
+#   scripts/hosts.sh check              exit 0 if this machine can make hosts, else say why
+#
+# Each host is a network namespace with one interface, eth0, joined to the
+# others by a bridge in a namespace of its own (nothing is added to the
+# machine's own network namespace, and addresses exist only inside the
+# namespaces made here). A command "on host I" also gets its own hostname
+# (hostI), IPC, PID and mount namespaces, a private /dev/shm and a boot id
+# of its own, so no shared-memory segment, CMA copy or process watch can
+# cross hosts: only TCP over the veth links does. RIG (default "ucxh")
+# prefixes every name, so that concurrent rigs do not meet. Needs root.
+
+set -euo pipefail
+
+rig_names() {
+  RIG="${1:-ucxh}"
+  SWITCH="$RIG-sw"
+  STATE="/run/$RIG"
+}
+
+host_ns() { echo "$RIG-$1"; }
+
+address() { echo "10.231.0.$(($1 + 1))"; }
+
+check() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "simulated hosts need root (network namespaces)"
+    return 1
+  fi
+  for tool in ip unshare nsenter; do
+    command -v "$tool" > /dev/null || { echo "simulated hosts need '$tool'"; return 1; }
+  done
+  local probe="ucxh-probe-$$"
+  if ! ip netns add "$probe" 2> /dev/null; then
+    echo "cannot create a network namespace here (ip netns add failed)"
+    return 1
+  fi
+  ip netns del "$probe"
+  if ! unshare --uts --ipc --pid --mount --fork --mount-proc true 2> /dev/null; then
+    ip netns del "$probe" 2> /dev/null || true
+    echo "cannot create UTS/IPC/PID/mount namespaces here (unshare failed)"
+    return 1
+  fi
+}
+
+up() {
+  local count="$1"
+  rig_names "${2:-}"
+  if ip netns list | grep -qw "^$SWITCH"; then
+    echo "hosts.sh: rig '$RIG' exists already (scripts/hosts.sh down $RIG)" >&2
+    return 1
+  fi
+  mkdir -p "$STATE"
+  ip netns add "$SWITCH"
+  ip -n "$SWITCH" link add br0 type bridge
+  ip -n "$SWITCH" link set br0 up
+  for ((i = 0; i < count; i++)); do
+    local ns
+    ns="$(host_ns "$i")"
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip link add "$RIG-h$i" netns "$ns" type veth peer name "p$i" netns "$SWITCH"
+    ip -n "$ns" link set "$RIG-h$i" name eth0
+    ip -n "$ns" addr add "$(address "$i")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$SWITCH" link set "p$i" master br0
+    ip -n "$SWITCH" link set "p$i" up
+    cat /proc/sys/kernel/random/uuid > "$STATE/boot_id.$i"
+  done
+  echo "$count" > "$STATE/hosts"
+}
+
+run_on() {
+  local host="$1"
+  shift
+  rig_names ""
+  if [ "$1" != "--" ]; then
+    rig_names "$1"
+    shift
+  fi
+  [ "$1" = "--" ] && shift
+  [ -f "$STATE/boot_id.$host" ] || { echo "hosts.sh: no host $host in rig '$RIG'" >&2; return 2; }
+  # The inner shell runs in the new namespaces, before CMD: a hostname,
+  # a private /dev/shm and this host's boot id (bound over the kernel's).
+  exec ip netns exec "$(host_ns "$host")" unshare --uts --ipc --pid --mount --fork --mount-proc --propagation private \
+    /bin/sh -c 'hostname "host$1" && mount -t tmpfs -o size=1g tmpfs /dev/shm &&
+                mount --bind "$2" /proc/sys/kernel/random/boot_id && shift 2 && exec "$@"' \
+    sh "$host" "$STATE/boot_id.$host" "$@"
+}
+
+set_link() {
+  local host="$1" state="$2"
+  rig_names "${3:-}"
+  ip -n "$SWITCH" link set "p$host" "$state"
+}
+
+down() {
+  rig_names "${1:-}"
+  local ns
+  for ns in $(ip netns list | awk '{print $1}' | grep -E "^$RIG-([0-9]+|sw)$" || true); do
+    # Whatever still runs on a host goes with it.
+    local pids
+    pids="$(ip netns pids "$ns" 2> /dev/null || true)"
+    [ -n "$pids" ] && kill -9 $pids 2> /dev/null || true
+    ip netns del "$ns" 2> /dev/null || true
+  done
+  rm -rf "$STATE"
+}
+
+command="${1:-}"
+shift || true
+case "$command" in
+  up) up "$@" ;;
+  run) run_on "$@" ;;
+  address) address "$1" ;;
+  cut) set_link "$1" down "${2:-}" ;;
+  heal) set_link "$1" up "${2:-}" ;;
+  down) down "${1:-}" ;;
+  check) check ;;
+  *)
+    sed -n '2,10p' "$0" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,148 @@
+"""Across hosts: the check modules at 4 ranks on 2 simulated hosts (2 ranks
+each; scripts/hosts.sh), so that every collective and point-to-point
+operation is compared with gloo across a network link, and the rig itself.
+Skipped, with the reason, where namespaces cannot be made (not root)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import check_names
+from harness import REPO, RankRun, SimulatedHosts, free_port, run_processes
+
+HOSTS = 2
+WORLD = 4
+MODULES = ["checks_collectives", "checks_operations", "checks_point_to_point"]
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    reason = SimulatedHosts.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no simulated hosts: {reason}")
+    rig = SimulatedHosts(HOSTS)
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+@pytest.fixture(scope="module")
+def runs_across_hosts(hosts):
+    cache = {}
+
+    def get(module: str) -> RankRun:
+        if module not in cache:
+            cache[module] = RankRun(module, WORLD, timeout=600, hosts=hosts)
+        return cache[module]
+
+    return get
+
+
+@pytest.mark.parametrize("module,check", [(module, name) for module in MODULES for name in check_names(module)])
+def test_check_across_hosts(runs_across_hosts, module, check):
+    status, details = runs_across_hosts(module).outcome(check)
+    if status == "skipped":
+        pytest.skip(details)
+    assert status == "passed", details
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_rank_processes_across_hosts_exit_cleanly(runs_across_hosts, module):
+    for rank, (code, output) in enumerate(runs_across_hosts(module).processes):
+        assert code == 0, f"rank {rank} exited with {code}:\n{output[-4000:]}"
+
+
+def on_host(hosts, host: int, code: str, timeout: float = 60) -> str:
+    command = hosts.command(host, [sys.executable, "-c", textwrap.dedent(code)])
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_each_simulated_host_has_its_own_name_boot_id_shm_and_pids(hosts):
+    probe = """
+        import os, socket
+        open("/dev/shm/ucxcoll-rig-probe", "w").close()
+        print(socket.gethostname(), open("/proc/sys/kernel/random/boot_id").read().strip(),
+              sorted(os.listdir("/dev/shm")), os.getpid())
+    """
+    seen = [on_host(hosts, host, probe).split(" ", 2) for host in range(HOSTS)]
+    assert [name for name, _, _ in seen] == ["host0", "host1"]
+    own_boot_id = open("/proc/sys/kernel/random/boot_id").read().strip()
+    boot_ids = {boot_id for _, boot_id, _ in seen}
+    assert len(boot_ids) == HOSTS and own_boot_id not in boot_ids
+    # A private /dev/shm each time: only the file this run made is there.
+    for _, _, rest in seen:
+        assert rest.startswith("['ucxcoll-rig-probe'] "), rest
+
+
+def test_a_cut_link_carries_nothing_until_healed(hosts):
+    # A listener on host 0 answers each connection with its host name;
+    # host 1 connects before the cut, during it, and after the heal.
+    listener = subprocess.Popen(
+        hosts.command(0, [sys.executable, "-c", textwrap.dedent("""
+            import socket
+            server = socket.create_server(("0.0.0.0", 29517))
+            print("listening", flush=True)
+            while True:
+                connection, _ = server.accept()
+                connection.sendall(socket.gethostname().encode())
+                connection.close()
+        """)]),
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        assert listener.stdout.readline().strip() == "listening"
+        ask = f"""
+            import socket
+            try:
+                with socket.create_connection(("{hosts.address(0)}", 29517), timeout=2) as connection:
+                    print(connection.recv(64).decode())
+            except OSError as error:
+                print("unreachable:", type(error).__name__)
+        """
+        assert on_host(hosts, 1, ask).strip() == "host0"
+        hosts.cut(1)
+        try:
+            assert on_host(hosts, 1, ask).strip().startswith("unreachable:")
+        finally:
+            hosts.heal(1)
+        deadline = time.monotonic() + 10
+        answer = on_host(hosts, 1, ask).strip()
+        while answer != "host0" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            answer = on_host(hosts, 1, ask).strip()
+        assert answer == "host0"
+    finally:
+        os.killpg(listener.pid, signal.SIGKILL)  # its session: the listener inside the namespaces too
+        listener.wait()
+
+
+def test_ranks_on_different_hosts_talk_over_the_hosts_link(hosts):
+    # Each rank says which network devices UCX uses: the host's eth0, the
+    # link the others are reached through (not loopback: the ranks are not
+    # all on one host), and the sum still matches.
+    code = textwrap.dedent("""
+        import os, sys, torch, torch.distributed as dist
+        import ucxcoll
+        rank, port = int(sys.argv[1]), sys.argv[2]
+        dist.init_process_group("ucxcoll", init_method=f"tcp://{os.environ['UCXCOLL_TEST_STORE_ADDR']}:{port}",
+                                rank=rank, world_size=4)
+        tensor = torch.full((3,), float(rank))
+        dist.all_reduce(tensor)
+        print("SUM", tensor.tolist(), flush=True)
+        dist.destroy_process_group()
+    """)
+    port = str(free_port())
+    commands = [hosts.command(rank // 2, [sys.executable, "-c", code, str(rank), port]) for rank in range(WORLD)]
+    env = dict(os.environ, UCXCOLL_LOG_LEVEL="info", **hosts.environment(WORLD, 2))
+    for rank, (code_, output) in enumerate(run_processes(commands, 120, env=env)):
+        assert code_ == 0, output
+        assert "SUM [6.0, 6.0, 6.0]" in output, output
+        assert "UCX network devices: eth0" in output, output
