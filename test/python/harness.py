@@ -68,17 +68,22 @@ def run_processes(commands, timeout: float, env=None):
     return results
 
 
-def run_reporting_ranks(script: str, name: str, world: int, timeout: float, outputs: list | None = None, **env):
+def run_reporting_ranks(script: str, name: str, world: int, timeout: float, outputs: list | None = None,
+                        hosts: "SimulatedHosts | None" = None, **env):
     """Runs `script NAME RANK WORLD PORT WORKDIR` on `world` ranks, with
     `env` added to the environment, and returns each rank's report (its
     last "RESULT <json>" line); asserts that every rank exited cleanly.
-    Each rank's whole output is appended to `outputs` if given."""
+    Each rank's whole output is appended to `outputs` if given. With
+    `hosts`, the ranks are spread over the simulated hosts in blocks."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix=f"ucxcoll-{name}-") as workdir:
         commands = [
             [sys.executable, str(HERE / script), name, str(rank), str(world), str(port), workdir]
             for rank in range(world)
         ]
+        if hosts is not None:
+            commands, host_env = hosts.place(commands)
+            env = dict(host_env, **env)
         results = run_processes(commands, timeout, env=dict(os.environ, **env))
     reports = []
     for rank, (code, output) in enumerate(results):
@@ -109,9 +114,8 @@ class RankRun:
             ]
             env = None
             if hosts is not None:
-                per_host = -(-world // hosts.count)
-                commands = [hosts.command(rank // per_host, command) for rank, command in enumerate(commands)]
-                env = dict(os.environ, **hosts.environment(world, per_host))
+                commands, host_env = hosts.place(commands)
+                env = dict(os.environ, **host_env)
             self.processes = run_processes(commands, timeout, env=env)
             self.reports = {}
             for rank in range(world):
@@ -170,6 +174,14 @@ class SimulatedHosts:
 
     def command(self, host: int, command: list[str]) -> list[str]:
         return [str(self.SCRIPT), "run", str(host), self.rig, "--", *command]
+
+    def place(self, commands: list[list[str]]) -> tuple[list[list[str]], dict[str, str]]:
+        """Rank r's command (commands[r]) on its host, in blocks as torchrun
+        places ranks (0..k-1 on host 0, ...), and the environment they need."""
+        world = len(commands)
+        per_host = -(-world // self.count)
+        placed = [self.command(rank // per_host, command) for rank, command in enumerate(commands)]
+        return placed, self.environment(world, per_host)
 
     def environment(self, world: int, per_host: int) -> dict[str, str]:
         # What torchrun would set on each host, and gloo's interface (a

@@ -1,7 +1,9 @@
-"""Across hosts: the check modules at 4 ranks on 2 simulated hosts (2 ranks
-each; scripts/hosts.sh), so that every collective and point-to-point
-operation is compared with gloo across a network link, and the rig itself.
-Skipped, with the reason, where namespaces cannot be made (not root)."""
+"""Across hosts: 4 ranks on 2 simulated hosts (2 ranks each;
+scripts/hosts.sh). The collective, operation and point-to-point check
+modules, DDP (four variants) and FSDP2 with HSDP on a 2x2 mesh (shard
+inside a host, replicate across), each compared with gloo across the
+hosts' link; and the rig itself (isolation, cut and heal). Skipped, with
+the reason, where namespaces cannot be made (not root)."""
 
 import os
 import signal
@@ -13,7 +15,8 @@ import time
 import pytest
 
 from conftest import check_names
-from harness import REPO, RankRun, SimulatedHosts, free_port, run_processes
+from harness import REPO, RankRun, SimulatedHosts, free_port, run_processes, run_reporting_ranks
+from test_workloads import assert_close
 
 HOSTS = 2
 WORLD = 4
@@ -56,6 +59,24 @@ def test_check_across_hosts(runs_across_hosts, module, check):
 def test_rank_processes_across_hosts_exit_cleanly(runs_across_hosts, module):
     for rank, (code, output) in enumerate(runs_across_hosts(module).processes):
         assert code == 0, f"rank {rank} exited with {code}:\n{output[-4000:]}"
+
+
+def test_ddp_variants_across_hosts_match_gloo(hosts):
+    reports = run_reporting_ranks("workloads.py", "ddp_variants", WORLD, 600, hosts=hosts)
+    for rank, report in enumerate(reports):
+        assert set(report) == {"find_unused_parameters", "no_sync", "static_graph", "powersgd"}, report
+        for variant, result in report.items():
+            assert_close(result, f"rank {rank} {variant}")
+
+
+def test_fsdp2_and_hsdp_across_hosts_match_gloo(hosts):
+    # hsdp_2x2: mesh [[0, 1], [2, 3]] with dims ("replicate", "shard"):
+    # parameters sharded inside each host, replicated across the hosts.
+    reports = run_reporting_ranks("workloads.py", "fsdp2", WORLD, 600, hosts=hosts)
+    for rank, report in enumerate(reports):
+        assert set(report) == {"fp32", "bf16_params", "hsdp_2x2"}, report
+        for variant, result in report.items():
+            assert_close(result, f"rank {rank} {variant}")
 
 
 def on_host(hosts, host: int, code: str, timeout: float = 60) -> str:
@@ -140,8 +161,8 @@ def test_ranks_on_different_hosts_talk_over_the_hosts_link(hosts):
         dist.destroy_process_group()
     """)
     port = str(free_port())
-    commands = [hosts.command(rank // 2, [sys.executable, "-c", code, str(rank), port]) for rank in range(WORLD)]
-    env = dict(os.environ, UCXCOLL_LOG_LEVEL="info", **hosts.environment(WORLD, 2))
+    commands, host_env = hosts.place([[sys.executable, "-c", code, str(rank), port] for rank in range(WORLD)])
+    env = dict(os.environ, UCXCOLL_LOG_LEVEL="info", **host_env)
     for rank, (code_, output) in enumerate(run_processes(commands, 120, env=env)):
         assert code_ == 0, output
         assert "SUM [6.0, 6.0, 6.0]" in output, output

@@ -28,7 +28,11 @@ def report(**values) -> None:
 
 def init(rank: int, world: int, port: int, backend: str) -> None:
     dist.init_process_group(
-        backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=120)
+        backend,
+        init_method=f"tcp://{os.environ.get('UCXCOLL_TEST_STORE_ADDR', '127.0.0.1')}:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=120),
     )
 
 
