@@ -96,6 +96,9 @@ Config parseConfig(const EnvironmentLookup& lookup) {
       read.integer("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds, 0, kMaxExitGraceMilliseconds, " (milliseconds)"));
   c.sharedMemory = read.integer("UCXCOLL_SHARED_MEMORY", 1, 0, 1, "") != 0;
   c.peersOnOtherHosts = read.integer("UCXCOLL_PEERS_ON_OTHER_HOSTS", 0, 0, 1, "") != 0;
+  c.peerLivenessMilliseconds =
+      read.integer("UCXCOLL_PEER_LIVENESS_MS", c.peerLivenessMilliseconds, kMinPeerLivenessMilliseconds,
+                   kMaxPeerLivenessMilliseconds, " (milliseconds)");
   return c;
 }
 

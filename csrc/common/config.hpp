@@ -65,6 +65,11 @@ struct Config {
   // network-capable lanes), to test the cross-host failure paths on one
   // machine.
   bool peersOnOtherHosts = false;
+  // UCXCOLL_PEER_LIVENESS_MS: how long an operation waits before it asks
+  // the group's ranks on other hosts whether they are there, and how long
+  // they have to answer; those that do not are unreachable (a host that is
+  // down, a cut link) and the group fails naming them.
+  long peerLivenessMilliseconds = 2000;
 
   // "UCXCOLL_X=value: expected ..." for each variable set to a value it
   // does not take (that setting keeps its default here).
@@ -74,6 +79,8 @@ struct Config {
 inline constexpr long kMaxSpinMicroseconds = 1'000'000;
 inline constexpr long kMaxSmallMessageBytes = 1L << 30;
 inline constexpr long kMaxExitGraceMilliseconds = 3'600'000;
+inline constexpr long kMinPeerLivenessMilliseconds = 100;
+inline constexpr long kMaxPeerLivenessMilliseconds = 3'600'000;
 
 // The value of an environment variable, or null.
 using EnvironmentLookup = std::function<const char*(const char*)>;

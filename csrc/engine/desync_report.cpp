@@ -32,51 +32,15 @@
 #include "common/logging.hpp"
 #include "engine/engine.hpp"
 #include "engine/group.hpp"
+#include "engine/status_query.hpp"
 
 namespace ucxcoll {
 namespace {
 
-// How long a timed-out collective waits for its peers' answers.
-constexpr auto kStatusQueryBound = std::chrono::milliseconds(1000);
-// One answer, NUL-terminated (longer ones are cut).
-constexpr std::size_t kReplyBytes = 512;
 // Ranks asked at most: in larger groups, those the collective waits for.
 constexpr std::size_t kMaxAsked = 256;
 // Distinct states listed at most; further ones are counted.
 constexpr std::size_t kMaxStatesListed = 16;
-
-using Answers = std::vector<std::array<char, kReplyBytes>>;
-
-class StatusQuery final : public Operation {
- public:
-  StatusQuery(std::shared_ptr<Group> group, uint32_t id, std::vector<int> asked, std::shared_ptr<Answers> answers)
-      : Operation(Kind::Control, std::move(group), kStatusQueryBound),
-        id_(id),
-        asked_(std::move(asked)),
-        answers_(std::move(answers)) {
-    runsOnFailedGroup_ = true;
-  }
-
- protected:
-  Task run() override {
-    const Group& group = *this->group();
-    const auto self = static_cast<uint32_t>(group.rank());
-    for (std::size_t i = 0; i < asked_.size(); ++i) {
-      const int peer = asked_[i];
-      const auto from = static_cast<uint32_t>(peer);
-      recvTagged(peer, tag::internal(group.channel(), tag::kStatusReply, id_, from), tag::kMatchAll,
-                 (*answers_)[i].data(), kReplyBytes);
-      sendTagged(peer, tag::internal(group.peerChannel(peer), tag::kStatusRequest, id_, self), nullptr, 0);
-    }
-    co_await all();
-  }
-  std::string describe() const override { return "status query #" + std::to_string(id_) + " (desync report)"; }
-
- private:
-  uint32_t id_;
-  std::vector<int> asked_;
-  std::shared_ptr<Answers> answers_;  // shared with the report, which reads it once this completed
-};
 
 class StatusReply final : public Operation {
  public:
@@ -211,9 +175,6 @@ bool Engine::startDesyncReport(Operation& op) {
     }
   }
   auto answers = std::make_shared<Answers>(asked.size());
-  for (auto& answer : *answers) {
-    answer[0] = '\0';
-  }
   const uint32_t id = nextStatusQuery_++ & tag::kMaxInternalValue;
   auto query = std::make_unique<StatusQuery>(op.group_, id, asked, answers);
   const std::size_t notAsked = static_cast<std::size_t>(group->size()) - 1 - asked.size();

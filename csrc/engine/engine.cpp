@@ -836,6 +836,7 @@ void Engine::housekeeping(Clock::time_point now) {
   }
   answerStatusRequests();
   dropStrayMessages(now);
+  checkLiveness(now);
 }
 
 void Engine::abortAll(const std::string& why) {
@@ -951,6 +952,7 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
     if (!processes.empty()) {
       group->processes_ = processes;
     }
+    group->onOtherHost_ = onOtherHost;
     // Watch first, so that a peer dying from here on is reported.
     std::vector<int> gone;
     for (int peer = 0; peer < size; ++peer) {
@@ -1075,7 +1077,7 @@ void Engine::handleFailedConnections() {
   }
 }
 
-void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why) {
+void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why, const char* fate) {
   std::erase_if(ranks, [&](int peer) {
     return std::find(group.deadRanks_.begin(), group.deadRanks_.end(), peer) != group.deadRanks_.end();
   });
@@ -1088,7 +1090,7 @@ void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::str
   }
   std::sort(group.deadRanks_.begin(), group.deadRanks_.end());
   const std::string reason = why.empty() ? exitedOnThisHost(ranks.size()) : why;
-  const std::string cause = describeRanks(group, ranks) + " of group \"" + group.name() + "\" died " + reason;
+  const std::string cause = describeRanks(group, ranks) + " of group \"" + group.name() + "\" " + fate + " " + reason;
   group.setFailure(cause);
   UCXCOLL_DEBUG(cause);
   // Like abortGroup: queued collectives first, so that failing the running

@@ -245,7 +245,8 @@ class Engine {
   void wakeDriver();
   // Mark `ranks` of `group` gone because of `why` (empty: their processes on
   // this host exited) and fail its operations.
-  void failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why);
+  // `fate` says what became of them ("died", "are unreachable").
+  void failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why, const char* fate = "died");
 
   // ---- The desync report (desync_report.cpp) ------------------------------
   // An operation past its deadline: unless it has no peers to ask (or the
@@ -261,6 +262,14 @@ class Engine {
   // The idle progress thread's periodic pass: answer status requests even
   // while nothing is in flight.
   void serviceWhileIdle();
+
+  // ---- Liveness of peers on other hosts (liveness.cpp) --------------------
+  // At most once per kLivenessScanPeriod: an operation that has waited
+  // UCXCOLL_PEER_LIVENESS_MS asks its group's ranks on other hosts whether
+  // they are there; those that do not answer within as long are
+  // unreachable, and the group fails naming them.
+  void checkLiveness(Clock::time_point now);
+  Clock::time_point nextLivenessScan_{};
 
   // ---- Stray messages (stray_messages.cpp) --------------------------------
   // At most once per kStraySweepPeriod: drop (and log) the messages waiting

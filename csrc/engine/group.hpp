@@ -58,6 +58,10 @@ class Group {
   // exchange, so algorithms may choose by it; set once, before the group's
   // first operation.
   bool ranksOutnumberCores() const { return ranksOutnumberCores_; }
+  // Whether group rank r runs on another host (as group setup found).
+  bool onOtherHost(int rank) const {
+    return static_cast<std::size_t>(rank) < onOtherHost_.size() && onOtherHost_[static_cast<std::size_t>(rank)];
+  }
   void setRanksOutnumberCores(bool outnumber) { ranksOutnumberCores_ = outnumber; }
 
  private:
@@ -71,6 +75,7 @@ class Group {
   std::vector<uint32_t> peerChannels_;
   std::vector<ProcessIdentity> processes_;  // indexed by group rank
   bool ranksOutnumberCores_ = false;
+  std::vector<bool> onOtherHost_;  // indexed by group rank; empty: all on this host
   tag::CollectiveLayout layout_;
   std::atomic<uint64_t> issued_{0};
 

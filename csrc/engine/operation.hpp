@@ -190,6 +190,10 @@ class Operation {
   bool cancelIssued_ = false;
   bool completed_ = false;
   bool reportRequested_ = false;  // timed out; the desync report is being gathered
+  // The liveness check (liveness.cpp): when to ask the group's ranks on
+  // other hosts next (unset: not waiting yet), and whether a query is out.
+  Clock::time_point livenessCheckAt_{};
+  bool livenessQueryOut_ = false;
   Deadline deadline_;
   Clock::time_point drainUntil_{};
 };

@@ -30,6 +30,7 @@ TEST_CASE("an empty environment gives the defaults and no problem", "[config]") 
   CHECK(c.exitGraceMilliseconds == 2000);
   CHECK(c.sharedMemory);
   CHECK_FALSE(c.peersOnOtherHosts);
+  CHECK(c.peerLivenessMilliseconds == 2000);
   // An empty value counts as unset.
   CHECK(parse({{"UCXCOLL_SPIN_US", ""}}).problems.empty());
 }
@@ -46,7 +47,8 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
                     {"UCXCOLL_REDUCE_SCATTER_ALGO", "ring"},
                     {"UCXCOLL_EXIT_GRACE_MS", "0"},
                     {"UCXCOLL_SHARED_MEMORY", "0"},
-                    {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "1"}});
+                    {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "1"},
+                    {"UCXCOLL_PEER_LIVENESS_MS", "100"}});
   CHECK(c.problems.empty());
   CHECK(c.logLevel == LogLevel::Debug);
   CHECK(c.spinMicroseconds == 1000000);
@@ -60,6 +62,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
   CHECK(c.exitGraceMilliseconds == 0);
   CHECK_FALSE(c.sharedMemory);
   CHECK(c.peersOnOtherHosts);
+  CHECK(c.peerLivenessMilliseconds == 100);
 }
 
 TEST_CASE("each bad value is named with what the variable takes, and keeps the default", "[config]") {
@@ -87,6 +90,10 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
       {"UCXCOLL_SHARED_MEMORY", "yes", "UCXCOLL_SHARED_MEMORY=yes: expected an integer from 0 to 1"},
       {"UCXCOLL_SHARED_MEMORY", "2", "UCXCOLL_SHARED_MEMORY=2: expected an integer from 0 to 1"},
       {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "on", "UCXCOLL_PEERS_ON_OTHER_HOSTS=on: expected an integer from 0 to 1"},
+      {"UCXCOLL_PEER_LIVENESS_MS", "99",
+       "UCXCOLL_PEER_LIVENESS_MS=99: expected an integer from 100 to 3600000 (milliseconds)"},
+      {"UCXCOLL_PEER_LIVENESS_MS", "2s",
+       "UCXCOLL_PEER_LIVENESS_MS=2s: expected an integer from 100 to 3600000 (milliseconds)"},
       {"UCXCOLL_LOG_LEVEL", "verbose", "UCXCOLL_LOG_LEVEL=verbose: expected one of error, warn, info, debug"},
       {"UCXCOLL_LOG_LEVEL", "WARN", "UCXCOLL_LOG_LEVEL=WARN: expected one of error, warn, info, debug"},
       {"UCXCOLL_ALLGATHER_ALGO", "tree", "UCXCOLL_ALLGATHER_ALGO=tree: expected one of auto, direct, ring, chunked"},

@@ -5,6 +5,7 @@ inside a host, replicate across), each compared with gloo across the
 hosts' link; and the rig itself (isolation, cut and heal). Skipped, with
 the reason, where namespaces cannot be made (not root)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -145,25 +146,102 @@ def test_a_cut_link_carries_nothing_until_healed(hosts):
         listener.wait()
 
 
+def run_script_on_hosts(hosts, body: str, **env) -> list[str]:
+    """Runs a script on WORLD ranks spread over the hosts: it gets `rank`
+    and a group made with init_process_group, runs `body`, and destroys the
+    group; returns each rank's output (asserting that every rank exited 0)."""
+    code = "import os, sys, time, torch, torch.distributed as dist\n" \
+        "rank, port = int(sys.argv[1]), sys.argv[2]\n" \
+        "dist.init_process_group('ucxcoll', init_method=f\"tcp://{os.environ['UCXCOLL_TEST_STORE_ADDR']}:{port}\",\n" \
+        f"                        rank=rank, world_size={WORLD})\n" + textwrap.dedent(body) + \
+        "dist.destroy_process_group()\n"
+    port = str(free_port())
+    commands, host_env = hosts.place([[sys.executable, "-c", code, str(rank), port] for rank in range(WORLD)])
+    outputs = []
+    for rank, (status, output) in enumerate(run_processes(commands, 120, env=dict(os.environ, **host_env, **env))):
+        assert status == 0, f"rank {rank}:\n{output[-4000:]}"
+        outputs.append(output)
+    return outputs
+
+
 def test_ranks_on_different_hosts_talk_over_the_hosts_link(hosts):
     # Each rank says which network devices UCX uses: the host's eth0, the
     # link the others are reached through (not loopback: the ranks are not
     # all on one host), and the sum still matches.
-    code = textwrap.dedent("""
-        import os, sys, torch, torch.distributed as dist
-        import ucxcoll
-        rank, port = int(sys.argv[1]), sys.argv[2]
-        dist.init_process_group("ucxcoll", init_method=f"tcp://{os.environ['UCXCOLL_TEST_STORE_ADDR']}:{port}",
-                                rank=rank, world_size=4)
+    body = """
         tensor = torch.full((3,), float(rank))
         dist.all_reduce(tensor)
         print("SUM", tensor.tolist(), flush=True)
-        dist.destroy_process_group()
-    """)
-    port = str(free_port())
-    commands, host_env = hosts.place([[sys.executable, "-c", code, str(rank), port] for rank in range(WORLD)])
-    env = dict(os.environ, UCXCOLL_LOG_LEVEL="info", **host_env)
-    for rank, (code_, output) in enumerate(run_processes(commands, 120, env=env)):
-        assert code_ == 0, output
+    """
+    for output in run_script_on_hosts(hosts, body, UCXCOLL_LOG_LEVEL="info"):
         assert "SUM [6.0, 6.0, 6.0]" in output, output
         assert "UCX network devices: eth0" in output, output
+
+def test_a_lost_host_is_named_on_every_rank_long_before_the_deadline(hosts, tmp_path):
+    # 4 ranks (2 per host) loop 8-byte all_reduces with a 120 s group
+    # timeout; host 1's link is cut. Every rank raises DistBackendError
+    # naming the two ranks on the other side as unreachable, none a
+    # timeout. After the link heals the failed group stays failed, and a
+    # new group works.
+    port = free_port()
+    commands, host_env = hosts.place(
+        [[sys.executable, str(REPO / "test/python/lost_host.py"), str(rank), str(WORLD), str(port), str(tmp_path)]
+         for rank in range(WORLD)])
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=dict(os.environ, **host_env), start_new_session=True) for command in commands]
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "looping").exists():
+            assert time.monotonic() < deadline, "the ranks never started looping"
+            assert all(proc.poll() is None for proc in procs), [proc.communicate()[0] for proc in procs]
+            time.sleep(0.05)
+        hosts.cut(1)
+        cut_at = time.time()
+        try:
+            while not all((tmp_path / f"failed{rank}").exists() for rank in range(WORLD)):
+                # The group's timeout is 120 s: 60 s would already be a failure.
+                assert time.time() - cut_at < 60, "not every rank noticed the lost host"
+                time.sleep(0.05)
+        finally:
+            hosts.heal(1)
+            (tmp_path / "healed").touch()
+        outputs = [proc.communicate(timeout=120)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    reports = []
+    for rank, (proc, output) in enumerate(zip(procs, outputs)):
+        assert proc.returncode == 0, f"rank {rank}:\n{output[-4000:]}"
+        lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
+        assert lines, output[-4000:]
+        reports.append(json.loads(lines[-1][len("RESULT "):]))
+    delays = []
+    for rank, report in enumerate(reports):
+        other_side = "ranks 2, 3" if rank < 2 else "ranks 0, 1"
+        assert report["error_type"] == "DistBackendError", report
+        assert f'{other_side} of group "0" are unreachable (on another host' in report["error"], report
+        assert "timed out" not in report["error"], report
+        assert report["iterations"] >= 200, report
+        assert report["again"] is not None and "failed earlier" in report["again"], report
+        assert report["fresh_sum"] == [6.0, 6.0], report
+        delays.append(round(report["failed_at"] - cut_at, 2))
+    print("seconds from the cut to each rank's error:", delays)
+
+
+def test_a_rank_on_another_host_that_is_late_but_alive_is_waited_for(hosts):
+    # Rank 3 spends 6 s in Python (three times UCXCOLL_PEER_LIVENESS_MS)
+    # before it joins an all_reduce and a barrier: its engine answers the
+    # liveness questions meanwhile, so the others wait for it instead of
+    # declaring its host lost.
+    body = """
+        dist.all_reduce(torch.ones(1))
+        if rank == 3:
+            time.sleep(6)
+        tensor = torch.full((3,), float(rank))
+        dist.all_reduce(tensor)
+        dist.barrier()
+        print("SUM", tensor.tolist(), flush=True)
+    """
+    for output in run_script_on_hosts(hosts, body, UCXCOLL_PEER_LIVENESS_MS="2000"):
+        assert "SUM [6.0, 6.0, 6.0]" in output, output

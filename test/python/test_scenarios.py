@@ -34,6 +34,7 @@ def python(code: str, **env):
     ("UCXCOLL_STAGING_MIN_BYTES", "256KiB", "an integer from 0 to 1073741824 (bytes)"),
     ("UCXCOLL_EXIT_GRACE_MS", "2s", "an integer from 0 to 3600000 (milliseconds)"),
     ("UCXCOLL_SHARED_MEMORY", "on", "an integer from 0 to 1"),
+    ("UCXCOLL_PEER_LIVENESS_MS", "0", "an integer from 100 to 3600000 (milliseconds)"),
     ("UCXCOLL_LOG_LEVEL", "verbose", "one of error, warn, info, debug"),
     ("UCXCOLL_ALLREDUCE_ALGO", "tree", "one of auto, direct, ring"),
     ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, binomial, pipelined"),

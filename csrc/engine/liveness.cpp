@@ -1,0 +1,107 @@
+// Liveness of peers on other hosts. A peer process that dies on this host
+// is seen at once (peer_watch), and one on another host that dies is
+// reported by its host's kernel closing the connection. A host that goes
+// down, or a link that is cut, says nothing: TCP keeps retransmitting for
+// many minutes, and operations would wait for their deadline (10-30
+// minutes with torch's defaults).
+//
+// So an operation that has waited UCXCOLL_PEER_LIVENESS_MS asks its
+// group's ranks on other hosts whether they are there (a status query,
+// status_query.hpp: a live rank answers within kIdleServicePeriod even
+// while it is busy in Python). Those that do not answer within the same
+// time are unreachable: the group fails, and every operation of it raises
+// naming them. Every survivor asks for itself, so it does not matter which
+// survivor notices first. With the default 2 s a lost host is named within
+// about 4 s, whatever the group's timeout; waits shorter than the setting,
+// and groups with no rank on another host, cost nothing.
+
+#include <string>
+#include <vector>
+
+#include "common/config.hpp"
+#include "engine/engine.hpp"
+#include "engine/group.hpp"
+#include "engine/status_query.hpp"
+
+namespace ucxcoll {
+namespace {
+
+constexpr auto kLivenessScanPeriod = std::chrono::milliseconds(100);
+
+}  // namespace
+
+void Engine::checkLiveness(Clock::time_point now) {
+  if (now < nextLivenessScan_) {
+    return;
+  }
+  nextLivenessScan_ = now + kLivenessScanPeriod;
+  const auto interval = std::chrono::milliseconds(config().peerLivenessMilliseconds);
+  // Operations that wait: running collectives, and point-to-point transfers.
+  std::vector<Operation*> waiting;
+  for (Operation* op : runningCollectives_) {
+    waiting.push_back(op);
+  }
+  for (const auto& weak : groups_) {
+    if (auto group = weak.lock()) {
+      waiting.insert(waiting.end(), group->transfers_.begin(), group->transfers_.end());
+    }
+  }
+  for (Operation* op : waiting) {
+    Group* group = op->group();
+    if (group == nullptr || op->failure_ || op->completed_ || op->outstanding_ == 0 || group->failed()) {
+      continue;
+    }
+    if (op->livenessCheckAt_ == Clock::time_point{}) {
+      op->livenessCheckAt_ = now + interval;
+      continue;
+    }
+    if (op->livenessQueryOut_ || now < op->livenessCheckAt_) {
+      continue;
+    }
+    std::vector<int> asked;
+    for (int peer = 0; peer < group->size(); ++peer) {
+      if (peer != group->rank() && group->onOtherHost(peer)) {
+        asked.push_back(peer);
+      }
+    }
+    if (asked.empty()) {
+      op->livenessCheckAt_ = Clock::time_point::max();  // nobody to ask, ever
+      continue;
+    }
+    op->livenessQueryOut_ = true;
+    op->livenessCheckAt_ = now + interval;  // the next question, if this one is answered
+    auto answers = std::make_shared<Answers>(asked.size());
+    const uint32_t id = nextStatusQuery_++ & tag::kMaxInternalValue;
+    auto query = std::make_unique<StatusQuery>(op->group_, id, asked, answers, interval);
+    query->onComplete = [this, serial = op->serial_, weakGroup = std::weak_ptr<Group>(op->group_),
+                         asked = std::move(asked), answers, interval](std::exception_ptr) {
+      auto found = inFlight_.find(serial);
+      if (found != inFlight_.end()) {
+        found->second->livenessQueryOut_ = false;
+      }
+      auto group = weakGroup.lock();
+      if (!group || group->failed() || group->closed_) {
+        return;
+      }
+      std::vector<int> silent;
+      for (std::size_t i = 0; i < asked.size(); ++i) {
+        if ((*answers)[i][0] == '\0') {
+          silent.push_back(asked[i]);
+        }
+      }
+      if (silent.empty()) {
+        return;
+      }
+      const std::string seconds = std::to_string(interval.count()) + " ms";
+      const char* fate = silent.size() == 1 ? "is unreachable" : "are unreachable";
+      failGroupPeers(*group, std::move(silent),
+                     "(on another host, no answer within " + seconds + " when asked after " + seconds +
+                         " of waiting: the host is down or the network link to it is cut; UCXCOLL_PEER_LIVENESS_MS "
+                         "sets how long)",
+                     fate);
+    };
+    [[maybe_unused]] Lease lease = submit(std::move(query));
+  }
+}
+
+}  // namespace ucxcoll
