@@ -1,6 +1,5 @@
 #include "backend/group_setup.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -16,6 +15,7 @@
 #include <string>
 
 #include "common/config.hpp"
+#include "common/cores.hpp"
 #include "common/logging.hpp"
 
 namespace ucxcoll {
@@ -39,14 +39,6 @@ void putUint(std::vector<uint8_t>& out, uint32_t value, int bytes) {
   for (int byte = 0; byte < bytes; ++byte) {
     out.push_back(static_cast<uint8_t>(value >> (8 * byte)));
   }
-}
-
-// The cores this process may run on (its affinity mask, which is what a
-// container or taskset grants), at least 1.
-uint32_t usableCores() {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? static_cast<uint32_t>(std::max(1, CPU_COUNT(&cpus))) : 1;
 }
 
 uint32_t getUint(const std::vector<uint8_t>& in, std::size_t at, int bytes) {
@@ -85,7 +77,7 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
   putUint(mine, static_cast<uint32_t>(me.pid), 4);
   putUint(mine, static_cast<uint32_t>(me.startTime), 4);
   putUint(mine, static_cast<uint32_t>(me.startTime >> 32), 4);
-  putUint(mine, usableCores(), 4);
+  putUint(mine, static_cast<uint32_t>(usableCores()), 4);
   mine.insert(mine.end(), myAddress.begin(), myAddress.end());
   store->set(prefix + "peer/" + std::to_string(rank), mine);
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "common/config.hpp"
+#include "common/cores.hpp"
 #include "common/error.hpp"
 #include "common/logging.hpp"
 #include "common/parked.hpp"
@@ -192,9 +193,7 @@ void Engine::stop() {
 }
 
 void Engine::noteRanksOnThisHost(int ranks) {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  const int cores = usableCores();
   if (ranks > cores && !oversubscribed_.exchange(true)) {
     if (!config().spinMicrosecondsSet) {
       spinMicroseconds_.store(0);
