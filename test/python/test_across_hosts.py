@@ -26,6 +26,10 @@ MODULES = ["checks_collectives", "checks_operations", "checks_point_to_point"]
 
 @pytest.fixture(scope="module")
 def hosts():
+    if os.environ.get("UCXCOLL_TEST_ACROSS_HOSTS") != "1":
+        pytest.skip("the tests across simulated hosts run with UCXCOLL_TEST_ACROSS_HOSTS=1 (bash scripts/dev.sh "
+                    "across-hosts): not yet in the default run, since a first connection between hosts can fail "
+                    "with 'Connection reset by remote peer' (about 1 fresh-clone CI run in 3; issue 21)")
     reason = SimulatedHosts.unavailable_reason()
     if reason is not None:
         pytest.skip(f"no simulated hosts: {reason}")
