@@ -976,6 +976,7 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
     // numbering different on them, and their next init_process_group (the
     // recovery) would wait for each other under different store keys.
     const bool goneBefore = !gone.empty();
+    std::vector<int> left;  // alive, but no longer running ucxcoll
     for (std::size_t peer = 0; peer < addresses.size(); ++peer) {
       const int peerRank = static_cast<int>(peer);
       if (std::find(gone.begin(), gone.end(), peerRank) != gone.end()) {
@@ -988,20 +989,41 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
             transport_->connect(addresses[peer], remote ? PeerLocation::OtherHost : PeerLocation::ThisHost));
       } catch (const Error&) {
         // A peer that exits while we connect takes its shared memory along,
-        // and UCX says only that: name the dead rank instead.
-        if (peerRank == rank || !group->process(peerRank).known() || processAlive(group->process(peerRank))) {
+        // and UCX says only that: name the dead rank instead. A peer that
+        // lives on but has already closed ucxcoll (its setup finished
+        // first, its group failed, and it destroyed it) has left: it too
+        // makes the group failed rather than this init raise, for the
+        // reason above.
+        if (peerRank == rank || !group->process(peerRank).known()) {
           throw;
         }
-        gone.push_back(peerRank);
+        if (processAlive(group->process(peerRank))) {
+          if (!transport_->hasLeft(addresses[peer])) {
+            throw;
+          }
+          left.push_back(peerRank);
+        } else {
+          gone.push_back(peerRank);
+        }
         group->peers_.push_back(nullptr);
       }
     }
+    std::vector<std::string> why;
     if (!gone.empty()) {
       std::sort(gone.begin(), gone.end());
+      why.push_back(describeRanks(*group, gone) + " died " +
+                    (goneBefore ? "before the group was set up " : "while the group was being set up ") +
+                    exitedOnThisHost(gone.size()));
+    }
+    if (!left.empty()) {
+      why.push_back(describeRanks(*group, left) + (left.size() == 1 ? " had" : " had each") +
+                    " closed ucxcoll before this rank connected to the group (destroyed or shut down its groups)");
+    }
+    if (!why.empty()) {
+      gone.insert(gone.end(), left.begin(), left.end());
+      std::sort(gone.begin(), gone.end());
       group->deadRanks_ = gone;
-      group->setFailure(describeRanks(*group, gone) + " died " +
-                        (goneBefore ? "before the group was set up " : "while the group was being set up ") +
-                        exitedOnThisHost(gone.size()));
+      group->setFailure(why.size() == 1 ? why[0] : why[0] + "; " + why[1]);
     }
     std::erase_if(groups_, [](const std::weak_ptr<Group>& weak) { return weak.expired(); });
     groups_.push_back(group);

@@ -211,6 +211,16 @@ PeerHandle SharedMemoryTransport::connect(const std::vector<uint8_t>& address, P
   return peer;
 }
 
+bool SharedMemoryTransport::hasLeft(const std::vector<uint8_t>& address) const {
+  Identity identity;
+  if (address.size() < sizeof(identity)) {
+    return false;
+  }
+  std::memcpy(&identity, address.data(), sizeof(identity));
+  // A process closes its inbox only when its engine goes away.
+  return identity.magic == kAddressMagic && offerWithdrawn(identity.inbox);
+}
+
 void SharedMemoryTransport::openLane(Peer& peer) {
   if (peer.out != nullptr) {
     return;

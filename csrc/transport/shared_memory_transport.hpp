@@ -70,6 +70,7 @@ class SharedMemoryTransport final : public Transport {
 
   const std::vector<uint8_t>& address() const override { return address_; }
   PeerHandle connect(const std::vector<uint8_t>& address, PeerLocation location) override;
+  bool hasLeft(const std::vector<uint8_t>& address) const override;
 
   void send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
             Transfer& transfer) override;

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
 
 #include <fstream>
 #include <string>
@@ -92,6 +93,18 @@ std::unique_ptr<Mapping> mapOfferedSegment(const SegmentOffer& offer, std::size_
   }
   auto mapping = mapWhole(fd.get(), bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ);
   return mapping ? std::move(mapping) : refuse("mmap failed");
+}
+
+bool offerWithdrawn(const SegmentOffer& offer) {
+  if (offer.host == 0 || offer.host != hostIdentity()) {
+    return false;
+  }
+  const std::string path = "/proc/" + std::to_string(offer.pid) + "/fd/" + std::to_string(offer.fd);
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    return errno == ENOENT;
+  }
+  return info.st_dev != offer.device || info.st_ino != offer.inode;
 }
 
 }  // namespace ucxcoll

@@ -64,6 +64,12 @@ class OwnedSegment {
   SegmentOffer offer_;
 };
 
+// Whether the owner of `offer` (a process on this host) has verifiably
+// closed it: its /proc/<pid>/fd entry is gone or now names another file.
+// False where the entry exists or cannot be looked at (no permission,
+// another host), so that only a withdrawal counts.
+bool offerWithdrawn(const SegmentOffer& offer);
+
 // Maps `bytes` of another process's offered segment, or returns null (with
 // the reason in `why`, if given) where it cannot: another host, another pid
 // namespace, no permission, a smaller or different file.

@@ -83,6 +83,10 @@ class Transport {
   // on another host the transport reports the connection's failure
   // (takeFailedPeers).
   virtual PeerHandle connect(const std::vector<uint8_t>& address, PeerLocation location) = 0;
+  // Whether the process behind `address`, on this host, is known to have
+  // closed the transport it published (its engine is gone, the process
+  // lives on): why a connect() to it may fail. False where unknown.
+  virtual bool hasLeft(const std::vector<uint8_t>& /*address*/) const { return false; }
 
   // Start a transfer. The buffer must stay valid (and, for sends, unchanged)
   // until the transfer ends. A receive matches a message whose tag equals

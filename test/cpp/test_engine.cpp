@@ -554,6 +554,41 @@ TEST_CASE("engine: a watched peer's death fails the group's pending and later op
         }).empty());
 }
 
+TEST_CASE("engine: a group whose peer has already closed ucxcoll is set up failed, naming the rank, not raising",
+          "[engine][peers]") {
+  // Rank 1 finished its setup first, its group failed and it closed ucxcoll
+  // (its engine and inbox are gone; its process lives on) before rank 0
+  // connected. Raising in rank 0's setup would leave torch's group
+  // numbering different on the ranks: the group is made failed instead.
+  const Wire wire = GENERATE(Wire::SharedMemory, Wire::SharedMemoryUcx);
+  INFO(wireName(wire));
+  LoopbackFabric fabric;
+  auto engine = std::make_unique<Engine>(makeTransport(wire, fabric));
+  std::vector<uint8_t> leftAddress;
+  uint32_t leftChannel = 0;
+  {
+    Engine leaving(makeTransport(wire, fabric));
+    leftAddress = leaving.address();
+    leftChannel = leaving.openChannel();
+    leaving.stop();
+  }
+  const uint32_t channel = engine->openChannel();
+  std::shared_ptr<Group> group;
+  REQUIRE_NOTHROW(group = engine->createGroup("g", 0, 2, channel, {engine->address(), leftAddress},
+                                              {channel, leftChannel}, {thisProcess(), thisProcess()}, {}));
+  const std::string cause = "rank 1 (pid " + std::to_string(thisProcess().pid) +
+                            ") had closed ucxcoll before this rank connected to the group (destroyed or shut down "
+                            "its groups)";
+  REQUIRE(group->failed());
+  CHECK(group->failure() == cause);
+  auto barrier = submitCollective(*engine, group, "barrier", barrierBody);
+  CHECK(messageOf<Error>([&] { barrier.wait(); }) ==
+        "barrier #0 on group \"g\" (rank 0 of 2, timeout 120000 ms) was not run: this process group failed earlier: " +
+            cause);
+  group.reset();
+  engine->stop();
+}
+
 TEST_CASE("engine: a group whose peer is already dead is set up failed, and its first operation names the rank",
           "[engine][peers]") {
   ProcessIdentity dead;

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,9 +45,10 @@ def run_processes(commands, timeout: float, env=None):
     with whatever they started: each command runs in a process group of
     its own, since a process it forked (a scenario forks children) keeps
     the output pipe open after the command itself has exited."""
+    env = dict(env or os.environ, PYTHONFAULTHANDLER="1")
     procs = [
         subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or os.environ.copy(), cwd=REPO,
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
             start_new_session=True,
         )
         for cmd in commands
@@ -56,6 +58,15 @@ def run_processes(commands, timeout: float, env=None):
         try:
             output, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            # SIGABRT first: Python's faulthandler (PYTHONFAULTHANDLER, set
+            # below) prints every thread's stack, so a hang says where.
+            for other in procs:
+                if other.poll() is None:
+                    try:
+                        other.send_signal(signal.SIGABRT)
+                    except ProcessLookupError:
+                        pass
+            time.sleep(1.0)
             for other in procs:
                 try:
                     os.killpg(other.pid, signal.SIGKILL)

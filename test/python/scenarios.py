@@ -270,6 +270,7 @@ def peer_killed(rank: int, world: int, port: int, workdir: str) -> None:
         dist.all_reduce(torch.ones(4))
     except dist.DistBackendError as error:
         errors.append(str(error))  # setup: the victim may die before these
+        print(f"init or first all_reduce raised: {error}", file=sys.stderr, flush=True)
     if not errors:
         if phase == "idle":
             time.sleep(1.0)
