@@ -757,7 +757,15 @@ std::vector<PeerFailure> SharedMemoryTransport::takeFailedPeers() {
   std::vector<PeerFailure> failures = network_->takeFailedPeers();
   for (auto& failure : failures) {
     if (auto found = byNetworkHandle_.find(failure.peer); found != byNetworkHandle_.end()) {
-      failure.peer = found->second;
+      Peer* peer = found->second;
+      failure.peer = peer;
+      // The network transport connects afresh to this address from now
+      // on; so do we, for a peer reached through it alone (a lane's ring
+      // stays claimed by the peer entry it has). The failed entry lives
+      // on for the groups that hold it.
+      if (!peer->lane) {
+        std::erase_if(byAddress_, [peer](const auto& entry) { return entry.second == peer; });
+      }
     }
   }
   return failures;

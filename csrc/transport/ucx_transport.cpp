@@ -224,9 +224,22 @@ void endpointFailed(void* transport, ucp_ep_h endpoint, ucs_status_t status) {
 }
 
 std::vector<PeerFailure> UcxTransport::takeFailedPeers() {
-  std::lock_guard<std::mutex> lock(deferredMutex_);
-  hasFailedPeers_.store(false, std::memory_order_relaxed);
-  return std::exchange(failedPeers_, {});
+  std::vector<PeerFailure> failures;
+  {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    hasFailedPeers_.store(false, std::memory_order_relaxed);
+    failures = std::exchange(failedPeers_, {});
+  }
+  // A failed endpoint stays failed: a later connect() to the same address
+  // (a new group after the link came back) makes a new one. The failed one
+  // lives on, force-closed at the end, since groups still hold it.
+  for (const PeerFailure& failure : failures) {
+    auto endpoint = static_cast<ucp_ep_h>(failure.peer);
+    if (std::erase_if(endpoints_, [endpoint](const auto& entry) { return entry.second == endpoint; }) > 0) {
+      retiredEndpoints_.push_back(endpoint);
+    }
+  }
+  return failures;
 }
 
 PeerHandle UcxTransport::connect(const std::vector<uint8_t>& peerAddress, PeerLocation location) {
@@ -374,7 +387,17 @@ void UcxTransport::closeEndpoints() {
       pending.push_back(request);
     }
   }
+  for (ucp_ep_h endpoint : retiredEndpoints_) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t request = ucp_ep_close_nbx(endpoint, &param);
+    if (UCS_PTR_IS_PTR(request)) {
+      pending.push_back(request);
+    }
+  }
   endpoints_.clear();
+  retiredEndpoints_.clear();
   deadEndpoints_.clear();
   auto giveUp = std::chrono::steady_clock::now() + kEndpointCloseTimeout;
   while (!pending.empty() && std::chrono::steady_clock::now() < giveUp) {

@@ -100,11 +100,12 @@ class UcxTransport final : public Transport {
   UcpWorkerPtr worker_;
   std::vector<uint8_t> address_;
   std::map<std::vector<uint8_t>, ucp_ep_h> endpoints_;
-  std::set<ucp_ep_h> deadEndpoints_;  // their peer died: force-closed
-  FileDescriptor epoll_;              // watches the worker's fd and interrupt_
-  FileDescriptor interrupt_;          // eventfd written by interrupt()
-  int workerFd_ = -1;                 // owned by UCX
-  int wakeupFd_ = -1;                 // watchWakeupFd(); owned by the caller
+  std::set<ucp_ep_h> deadEndpoints_;        // their peer died: force-closed
+  std::vector<ucp_ep_h> retiredEndpoints_;  // failed, replaced on the next connect; force-closed
+  FileDescriptor epoll_;                    // watches the worker's fd and interrupt_
+  FileDescriptor interrupt_;                // eventfd written by interrupt()
+  int workerFd_ = -1;                       // owned by UCX
+  int wakeupFd_ = -1;                       // watchWakeupFd(); owned by the caller
 
   // Completions reported on a thread other than the driver's (UCX's async
   // thread), ended by the driver's next progress(); guarded by

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cluster.hpp"
+#include "common/error.hpp"
 #include "transport/tag.hpp"
 
 using namespace ucxcoll;
@@ -376,14 +377,17 @@ TEST_CASE("ucx transport: a completion reported on another thread ends on the ne
   CHECK(transfer.result.senderTag == kTag);
 }
 
-TEST_CASE("ucx transport: a send to a gone peer on another host ends PeerLost, and the peer is reported failed",
-          "[transport][errors]") {
+TEST_CASE(
+    "ucx transport: a send to a gone peer on another host ends PeerLost, the peer is reported failed, and a later "
+    "connect makes a new endpoint",
+    "[transport][errors]") {
   // Over a network lane (what PeerLocation::OtherHost selects), a peer whose
   // worker is gone breaks the connection; the transfers on it must say so
   // (PeerLost), not fail as an unexplained transport error.
   UcxTransport sender;
   auto receiver = std::make_unique<UcxTransport>();
-  PeerHandle toReceiver = sender.connect(receiver->address(), PeerLocation::OtherHost);
+  const std::vector<uint8_t> receiverAddress = receiver->address();
+  PeerHandle toReceiver = sender.connect(receiverAddress, PeerLocation::OtherHost);
   const int value = 42;
   int received = 0;
   Recorded first;
@@ -433,6 +437,11 @@ TEST_CASE("ucx transport: a send to a gone peer on another host ends PeerLost, a
   const std::vector<PeerFailure> failures = sender.takeFailedPeers();
   REQUIRE(failures.size() == 1);
   CHECK(failures[0].peer == toReceiver);
+  // A failed endpoint is not handed out again: a later connect to the same
+  // address (a new group once the link is back) makes a new endpoint, which
+  // UCX refuses here since that worker is gone (the cached failed one would
+  // have been returned without a word).
+  CHECK_THROWS_AS(sender.connect(receiverAddress, PeerLocation::OtherHost), ucxcoll::Error);
   // Everything posted must have ended before the sends go out of scope.
   giveUp = Clock::now() + 10s;
   while (!std::all_of(sends.begin(), sends.end(), [](const auto& send) { return send->ended; })) {
