@@ -375,9 +375,9 @@ void UcxTransport::closeEndpoints() {
   // peer; a peer that is gone cannot acknowledge, so give up after a bound
   // and force-close the rest.
   std::vector<void*> pending;
-  for (auto& [address, endpoint] : endpoints_) {
+  auto close = [&](ucp_ep_h endpoint, bool force) {
     ucp_request_param_t param{};
-    if (deadEndpoints_.contains(endpoint)) {
+    if (force) {
       // Nobody will acknowledge a flush: close at once, without asking.
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       param.flags = UCP_EP_CLOSE_FLAG_FORCE;
@@ -386,15 +386,12 @@ void UcxTransport::closeEndpoints() {
     if (UCS_PTR_IS_PTR(request)) {
       pending.push_back(request);
     }
+  };
+  for (auto& [address, endpoint] : endpoints_) {
+    close(endpoint, deadEndpoints_.contains(endpoint));
   }
   for (ucp_ep_h endpoint : retiredEndpoints_) {
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t request = ucp_ep_close_nbx(endpoint, &param);
-    if (UCS_PTR_IS_PTR(request)) {
-      pending.push_back(request);
-    }
+    close(endpoint, true);  // failed: UCX asks for a forced close
   }
   endpoints_.clear();
   retiredEndpoints_.clear();

@@ -59,7 +59,7 @@ def run_processes(commands, timeout: float, env=None):
             output, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             # SIGABRT first: Python's faulthandler (PYTHONFAULTHANDLER, set
-            # below) prints every thread's stack, so a hang says where.
+            # above) prints every thread's stack, so a hang says where.
             for other in procs:
                 if other.poll() is None:
                     try:
