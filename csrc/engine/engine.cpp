@@ -604,6 +604,7 @@ void Engine::takeSubmissions() {
       continue;
     }
     if (group != nullptr && !group->deadRanks_.empty() && op.kind() == Operation::Kind::PointToPoint) {
+      group->notifyFailure();
       failOperation(op, std::make_exception_ptr(PeerGoneError(
                             op.name() + " was not run: this process group failed earlier: " + group->failure())));
       continue;
@@ -629,6 +630,7 @@ void Engine::startWaitingCollectives(Group& group) {
     Operation& op = *group.waiting_.front();
     group.waiting_.pop_front();
     if (group.failed() && !op.runsOnFailedGroup_) {
+      group.notifyFailure();
       failOperation(op, std::make_exception_ptr(
                             Error(op.name() + " was not run: this process group failed earlier: " + group.failure())));
       continue;
@@ -1092,13 +1094,20 @@ void Engine::handleFailedConnections() {
           ranks.push_back(peer);
         }
       }
-      failGroupPeers(*group, std::move(ranks),
-                     "(the connection to its host broke: " + failure.detail + "; its process or host is gone)");
+      if (failure.departed) {
+        // Everything the rank sent has arrived: an operation that waits for
+        // nothing more from it finishes; one that does fails now.
+        failGroupPeers(*group, std::move(ranks), "(" + failure.detail + ")", "left", true);
+      } else {
+        failGroupPeers(*group, std::move(ranks),
+                       "(the connection to its host broke: " + failure.detail + "; its process or host is gone)");
+      }
     }
   }
 }
 
-void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why, const char* fate) {
+void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why, const char* fate,
+                            bool spareUnaffected) {
   std::erase_if(ranks, [&](int peer) {
     return std::find(group.deadRanks_.begin(), group.deadRanks_.end(), peer) != group.deadRanks_.end();
   });
@@ -1112,7 +1121,7 @@ void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::str
   std::sort(group.deadRanks_.begin(), group.deadRanks_.end());
   const std::string reason = why.empty() ? exitedOnThisHost(ranks.size()) : why;
   const std::string cause = describeRanks(group, ranks) + " of group \"" + group.name() + "\" " + fate + " " + reason;
-  group.setFailure(cause);
+  group.setFailure(cause, !spareUnaffected);
   UCXCOLL_DEBUG(cause);
   // Like abortGroup: queued collectives first, so that failing the running
   // one does not start them.
@@ -1121,11 +1130,24 @@ void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::str
     victims.push_back(op->serial_);
   }
   group.waiting_.clear();
-  if (group.running_ != nullptr) {
+  auto affected = [&](const Operation& op) {
+    if (!spareUnaffected) {
+      return true;
+    }
+    const std::vector<int> awaited = op.peersAwaited();
+    return std::any_of(ranks.begin(), ranks.end(),
+                       [&](int peer) { return std::find(awaited.begin(), awaited.end(), peer) != awaited.end(); });
+  };
+  if (group.running_ != nullptr && affected(*group.running_)) {
     victims.push_back(group.running_->serial_);
   }
   for (Operation* op : group.transfers_) {
-    victims.push_back(op->serial_);
+    if (affected(*op)) {
+      victims.push_back(op->serial_);
+    }
+  }
+  if (!victims.empty()) {
+    group.notifyFailure();
   }
   for (uint64_t serial : victims) {
     auto found = inFlight_.find(serial);

@@ -246,7 +246,10 @@ class Engine {
   // Mark `ranks` of `group` gone because of `why` (empty: their processes on
   // this host exited) and fail its operations.
   // `fate` says what became of them ("died", "are unreachable").
-  void failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why, const char* fate = "died");
+  // `spareUnaffected`: running operations that wait for none of `ranks`
+  // go on (the ranks left in order, after sending everything).
+  void failGroupPeers(Group& group, std::vector<int> ranks, const std::string& why, const char* fate = "died",
+                      bool spareUnaffected = false);
 
   // ---- The desync report (desync_report.cpp) ------------------------------
   // An operation past its deadline: unless it has no peers to ask (or the

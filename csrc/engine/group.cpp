@@ -18,8 +18,7 @@ std::string Group::failure() const {
   return failure_;
 }
 
-void Group::setFailure(const std::string& cause) {
-  std::function<void(const std::string&)> listener;
+void Group::setFailure(const std::string& cause, bool notify) {
   {
     std::lock_guard<std::mutex> lock(failureMutex_);
     if (!failure_.empty()) {
@@ -27,7 +26,23 @@ void Group::setFailure(const std::string& cause) {
     }
     failure_ = cause;
     failed_.store(true, std::memory_order_release);
+  }
+  if (notify) {
+    notifyFailure();
+  }
+}
+
+void Group::notifyFailure() {
+  std::function<void(const std::string&)> listener;
+  std::string cause;
+  {
+    std::lock_guard<std::mutex> lock(failureMutex_);
+    if (failure_.empty()) {
+      return;
+    }
     listener = std::move(failureListener_);
+    failureListener_ = nullptr;
+    cause = failure_;
   }
   if (listener) {
     listener(cause);

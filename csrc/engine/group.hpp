@@ -3,6 +3,7 @@
 // them, the tag channels (this process's and each peer's), the collectives
 // waiting for their turn, and the first failure that broke the group.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -43,7 +44,11 @@ class Group {
   // The first error that broke the group; empty while it is healthy.
   // Later collectives fail fast with it.
   std::string failure() const;
-  void setFailure(const std::string& cause);  // keeps the first one
+  // Keeps the first cause. `notify` false: the failure listener waits until
+  // an operation fails by it (notifyFailure), as when a rank left in order
+  // and the operations running may still finish.
+  void setFailure(const std::string& cause, bool notify = true);
+  void notifyFailure();
   // Called once, with the cause, when the group first fails (on the thread
   // that sets the failure, usually the engine's driver: it must not block).
   void setFailureListener(std::function<void(const std::string&)> listener);
@@ -63,6 +68,10 @@ class Group {
     return static_cast<std::size_t>(rank) < onOtherHost_.size() && onOtherHost_[static_cast<std::size_t>(rank)];
   }
   void setRanksOutnumberCores(bool outnumber) { ranksOutnumberCores_ = outnumber; }
+  // Whether group rank r died, became unreachable or left (driver thread).
+  bool rankGone(int rank) const {
+    return !deadRanks_.empty() && std::binary_search(deadRanks_.begin(), deadRanks_.end(), rank);
+  }
 
  private:
   friend class Engine;
@@ -90,7 +99,7 @@ class Group {
   uint64_t completedCollectives_ = 0;         // succeeded, i.e. #0 .. #completed-1 (they run in order)
   std::unordered_set<Operation*> transfers_;  // point-to-point in flight
   bool closed_ = false;
-  std::vector<int> deadRanks_;  // ascending; the group fails once non-empty
+  std::vector<int> deadRanks_;  // ascending (died, unreachable or left); the group fails once non-empty
 };
 
 }  // namespace ucxcoll

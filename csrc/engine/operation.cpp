@@ -57,15 +57,34 @@ Operation::~Operation() = default;
 Request& Operation::sendTagged(int peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode) {
   Request& request = requests_.emplace_back(*this, peer, bytes, false);
   ++outstanding_;
-  engine_->transport_->send(group_->peer(peer), tag, data, bytes, mode, request);
+  if (!refuseGonePeer(request)) {
+    engine_->transport_->send(group_->peer(peer), tag, data, bytes, mode, request);
+  }
   return request;
 }
 
 Request& Operation::recvTagged(int peer, uint64_t tag, uint64_t mask, void* data, std::size_t bytes) {
   Request& request = requests_.emplace_back(*this, peer, bytes, true);
   ++outstanding_;
-  engine_->transport_->recv(peer >= 0 ? group_->peer(peer) : nullptr, tag, mask, data, bytes, request);
+  if (!refuseGonePeer(request)) {
+    engine_->transport_->recv(peer >= 0 ? group_->peer(peer) : nullptr, tag, mask, data, bytes, request);
+  }
   return request;
+}
+
+// A message to or from a rank the group lost (one that left keeps its
+// connection a moment longer, and a send into it would vanish) fails the
+// operation at once, with the group's account of the loss.
+bool Operation::refuseGonePeer(Request& request) {
+  if (request.peer() < 0 || !group_->rankGone(request.peer())) {
+    return false;
+  }
+  group_->notifyFailure();
+  fail(std::make_exception_ptr(PeerGoneError(name() + " failed: " + group_->failure())));
+  TransferResult refused;
+  refused.status = TransferStatus::Canceled;
+  request.transferDone(refused);
+  return true;
 }
 
 void Operation::requestEnded(Request& request) {

@@ -159,6 +159,7 @@ class Operation {
   friend class Request;
 
   void requestEnded(Request& request);
+  bool refuseGonePeer(Request& request);
   // Record the first failure; the engine takes it from there.
   void fail(std::exception_ptr error);
   std::string describeMissingPeers() const;

@@ -210,6 +210,9 @@ uint64_t internal(uint32_t channel, uint32_t purpose, uint32_t value, uint32_t s
 // asker's query number), and the reply (same value) says so in text.
 inline constexpr uint32_t kStatusRequest = 4;
 inline constexpr uint32_t kStatusReply = 5;
+// The transport's own farewell between processes (transport/
+// ucx_transport.hpp), on channel 0, which no group has.
+inline constexpr uint32_t kFarewell = 6;
 // Kind and purpose: every internal message of one purpose, whatever its
 // channel, value and sender.
 inline constexpr uint64_t kPurposeMask = (uint64_t{3} << kKindShift) | (uint64_t{kMaxPurpose} << kPurposeShift);

@@ -57,10 +57,13 @@ enum class PeerLocation {
   OtherHost,  // network lanes: the transport itself reports its failure
 };
 
-// A peer whose connection failed (its process or host is gone).
+// A peer whose connection failed (its process or host is gone), or that
+// left: it closed its transport in order, after everything it had sent
+// arrived here.
 struct PeerFailure {
   PeerHandle peer;
-  std::string detail;  // the transport's own words
+  std::string detail;     // the transport's own words
+  bool departed = false;  // left in order, rather than failed
 };
 
 enum class SendMode {
@@ -130,7 +133,8 @@ class Transport {
   // The process behind `peer` is known to be dead: nothing sent to it will
   // be acknowledged, so closing its connection should not wait for that.
   virtual void peerGone(PeerHandle /*peer*/) {}
-  // Peers whose connection failed since the last call (driver thread).
+  // Peers whose connection failed, or that left, since the last call
+  // (driver thread).
   virtual std::vector<PeerFailure> takeFailedPeers() { return {}; }
   // Whether takeFailedPeers() has something; callable from any thread.
   virtual bool hasFailedPeers() const { return false; }

@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "transport/tag.hpp"
 
 namespace ucxcoll {
 namespace {
@@ -29,6 +30,31 @@ struct WorkerAddressDeleter {
 
 constexpr auto kEndpointCloseTimeout = std::chrono::seconds(2);
 constexpr auto kDiscardTimeout = std::chrono::seconds(2);
+// How long a closing transport waits for its farewells' acknowledgements:
+// a live peer answers within its engine's idle service period, even while
+// busy in Python; one that does not is gone or unreachable.
+constexpr auto kFarewellTimeout = std::chrono::seconds(2);
+
+// The farewell messages (FarewellMessage::kind).
+constexpr uint64_t kFarewell = 1;
+constexpr uint64_t kFarewellAck = 2;
+
+// Farewells go without the job key (a peer may take the farewell of a
+// process it never joined a job with; it knows no endpoint by that key and
+// drops it).
+constexpr uint64_t farewellTag() {
+  return (static_cast<uint64_t>(tag::Kind::Internal) << tag::kKindShift) |
+         (uint64_t{tag::kFarewell} << tag::kPurposeShift);
+}
+
+// FNV-1a: the key a farewell names its sender by.
+uint64_t keyOf(const std::vector<uint8_t>& address) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (uint8_t byte : address) {
+    hash = (hash ^ byte) * 0x100000001b3ULL;
+  }
+  return hash;
+}
 
 TransferResult resultOf(ucs_status_t status) {
   TransferResult result;
@@ -135,6 +161,10 @@ unsigned UcxTransport::progress() {
   if (hasDeferred_.load(std::memory_order_acquire)) {
     events += endDeferred();
   }
+  if (hasFarewells_.load(std::memory_order_acquire)) {
+    takeFarewells();
+    ++events;
+  }
   return events;
 }
 
@@ -182,6 +212,8 @@ UcxTransport::UcxTransport(const std::string& networkDevices) {
   std::unique_ptr<ucp_address_t, WorkerAddressDeleter> address(rawAddress, WorkerAddressDeleter{worker_.get()});
   const auto* bytes = reinterpret_cast<const uint8_t*>(address.get());
   address_.assign(bytes, bytes + addressLength);
+  farewell_ = FarewellMessage{kFarewell, keyOf(address_)};
+  farewellAck_ = FarewellMessage{kFarewellAck, keyOf(address_)};
 
   check(ucp_worker_get_efd(worker_.get(), &workerFd_), "ucp_worker_get_efd");
   epoll_ = FileDescriptor(::epoll_create1(EPOLL_CLOEXEC));
@@ -197,29 +229,44 @@ UcxTransport::UcxTransport(const std::string& networkDevices) {
       throw Error(std::string("epoll_ctl failed: ") + std::strerror(errno));
     }
   }
+  postFarewellReceive();
   UCXCOLL_DEBUG("UCX worker created, address " << address_.size() << " bytes");
 }
 
 UcxTransport::~UcxTransport() {
+  {
+    // Whoever listened for failures is going away (the engine).
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    failureListener_ = nullptr;
+  }
   // Messages nobody received (peers' collectives this process never ran):
   // taken here, so that UCX does not warn about each at teardown.
   discard(0, 0);
+  {
+    InsideUcx inside;
+    sayFarewells();
+  }
   closeEndpoints();
+  endFarewellReceive();
   discard(0, 0);  // and those that arrived while the endpoints closed
 }
 
 // UCX's error handler for endpoints to other hosts: the connection broke
 // (the peer's process or host is gone). Queued for the driver.
-void endpointFailed(void* transport, ucp_ep_h endpoint, ucs_status_t status) {
-  auto& self = *static_cast<UcxTransport*>(transport);
+void endpointFailed(void* endpoint, ucp_ep_h /*handle*/, ucs_status_t status) {
+  auto& peer = *static_cast<UcxTransport::Endpoint*>(endpoint);
+  auto& self = *peer.transport;
+  std::function<void()> listener;
   {
     std::lock_guard<std::mutex> lock(self.deferredMutex_);
+    peer.broken = true;
     self.failedPeers_.push_back(PeerFailure{endpoint, ucs_status_string(status)});
     self.hasFailedPeers_.store(true, std::memory_order_release);
+    listener = self.failureListener_;
   }
   self.interrupt();
-  if (self.failureListener_) {
-    self.failureListener_();
+  if (listener) {
+    listener();
   }
 }
 
@@ -232,13 +279,15 @@ std::vector<PeerFailure> UcxTransport::takeFailedPeers() {
   }
   // A failed endpoint stays failed: a later connect() to the same address
   // (a new group after the link came back) makes a new one. The failed one
-  // lives on, force-closed at the end, since groups still hold it.
-  for (const PeerFailure& failure : failures) {
-    auto endpoint = static_cast<ucp_ep_h>(failure.peer);
-    if (std::erase_if(endpoints_, [endpoint](const auto& entry) { return entry.second == endpoint; }) > 0) {
-      retiredEndpoints_.push_back(endpoint);
-    }
-  }
+  // lives on, force-closed at the end, since groups still hold it. The end
+  // of a connection whose peer left was reported as its departure already.
+  std::erase_if(failures, [this](const PeerFailure& failure) {
+    auto* endpoint = static_cast<Endpoint*>(failure.peer);
+    const bool alreadyReported = endpoint->failed;
+    endpoint->failed = true;
+    std::erase_if(endpoints_, [endpoint](const auto& entry) { return entry.second == endpoint; });
+    return alreadyReported && !failure.departed;
+  });
   return failures;
 }
 
@@ -248,6 +297,10 @@ PeerHandle UcxTransport::connect(const std::vector<uint8_t>& peerAddress, PeerLo
   if (found != endpoints_.end()) {
     return found->second;
   }
+  Endpoint& endpoint = endpointStore_.emplace_back();
+  endpoint.transport = this;
+  endpoint.peerKey = keyOf(peerAddress);
+  endpoint.otherHost = location == PeerLocation::OtherHost;
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   params.address = reinterpret_cast<const ucp_address_t*>(peerAddress.data());
@@ -255,16 +308,161 @@ PeerHandle UcxTransport::connect(const std::vector<uint8_t>& peerAddress, PeerLo
   // the shared-memory transports; the engine watches their processes
   // instead (engine/peer_watch.hpp). Peers on other hosts are reached over
   // the network, whose lanes do report a broken connection.
-  if (location == PeerLocation::OtherHost) {
+  if (endpoint.otherHost) {
     params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = &endpointFailed;
-    params.err_handler.arg = this;
+    params.err_handler.arg = &endpoint;
   }
-  ucp_ep_h endpoint = nullptr;
-  check(ucp_ep_create(worker_.get(), &params, &endpoint), "ucp_ep_create");
-  endpoints_.emplace(peerAddress, endpoint);
-  return endpoint;
+  ucs_status_t status = ucp_ep_create(worker_.get(), &params, &endpoint.handle);
+  if (status != UCS_OK) {
+    endpointStore_.pop_back();
+    check(status, "ucp_ep_create");
+  }
+  endpoints_.emplace(peerAddress, &endpoint);
+  return &endpoint;
+}
+
+// ---- Farewells ---------------------------------------------------------------
+
+void farewellArrived(void* request, ucs_status_t status, const ucp_tag_recv_info_t* /*info*/, void* transport) {
+  auto& self = *static_cast<UcxTransport*>(transport);
+  ucp_request_free(request);
+  std::lock_guard<std::mutex> lock(self.deferredMutex_);
+  self.farewellReceive_ = nullptr;
+  self.farewellReceiveEnded_ = true;
+  if (status == UCS_OK) {
+    self.farewellsArrived_.push_back(self.farewellInbox_);
+  }
+  // The driver takes it and posts the receive again (takeFarewells).
+  self.hasFarewells_.store(true, std::memory_order_release);
+  if (tUcxCallDepth == 0) {
+    self.interrupt();
+  }
+}
+
+void UcxTransport::postFarewellReceive() {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv = &farewellArrived;
+  param.user_data = this;
+  {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    farewellReceiveEnded_ = false;
+  }
+  // Not under the lock: a farewell already here ends the receive inside
+  // this call.
+  ucs_status_ptr_t request =
+      ucp_tag_recv_nbx(worker_.get(), &farewellInbox_, sizeof(farewellInbox_), farewellTag(), tag::kMatchAll, &param);
+  std::lock_guard<std::mutex> lock(deferredMutex_);
+  if (UCS_PTR_IS_ERR(request)) {
+    farewellReceiveEnded_ = true;  // peers that leave are then seen as failing
+    UCXCOLL_WARN("cannot post the farewell receive: " << ucs_status_string(UCS_PTR_STATUS(request)));
+  } else if (!farewellReceiveEnded_) {
+    farewellReceive_ = request;
+  }
+}
+
+void UcxTransport::sendFarewell(Endpoint& endpoint, const FarewellMessage& message) {
+  ucp_request_param_t param{};  // no callback: UCX frees the request when it ends
+  ucs_status_ptr_t request = ucp_tag_send_nbx(endpoint.handle, &message, sizeof(message), farewellTag(), &param);
+  if (UCS_PTR_IS_PTR(request)) {
+    ucp_request_free(request);
+  }
+}
+
+void UcxTransport::takeFarewells() {
+  std::vector<FarewellMessage> arrived;
+  bool repost = false;
+  {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    arrived.swap(farewellsArrived_);
+    hasFarewells_.store(false, std::memory_order_relaxed);
+    repost = farewellReceiveEnded_ && !closing_;
+  }
+  if (repost) {
+    postFarewellReceive();
+  }
+  std::vector<PeerFailure> departures;
+  for (const FarewellMessage& message : arrived) {
+    for (Endpoint& endpoint : endpointStore_) {
+      if (endpoint.peerKey != message.senderKey || !endpoint.otherHost || endpoint.handle == nullptr) {
+        continue;
+      }
+      if (message.kind == kFarewellAck) {
+        endpoint.acknowledged = true;
+      } else if (message.kind == kFarewell && !endpoint.departed) {
+        endpoint.departed = true;
+        if (!endpoint.failed && !endpoint.dead) {
+          sendFarewell(endpoint, farewellAck_);
+          departures.push_back(PeerFailure{
+              &endpoint, "it closed ucxcoll: its process destroyed its process groups or is exiting", true});
+        }
+      }
+    }
+  }
+  if (!departures.empty()) {
+    std::function<void()> listener;
+    {
+      std::lock_guard<std::mutex> lock(deferredMutex_);
+      failedPeers_.insert(failedPeers_.end(), departures.begin(), departures.end());
+      hasFailedPeers_.store(true, std::memory_order_release);
+      listener = failureListener_;
+    }
+    if (listener) {
+      listener();
+    }
+  }
+}
+
+void UcxTransport::endFarewellReceive() {
+  InsideUcx inside;
+  void* request = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    closing_ = true;
+    request = farewellReceive_;
+  }
+  if (request == nullptr) {
+    return;
+  }
+  ucp_request_cancel(worker_.get(), request);
+  const auto giveUp = std::chrono::steady_clock::now() + kDiscardTimeout;
+  for (;;) {
+    ucp_worker_progress(worker_.get());
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    if (farewellReceiveEnded_ || std::chrono::steady_clock::now() >= giveUp) {
+      return;
+    }
+  }
+}
+
+void UcxTransport::sayFarewells() {
+  std::vector<Endpoint*> waiting;
+  for (Endpoint& endpoint : endpointStore_) {
+    if (endpoint.otherHost && endpoint.handle != nullptr && !endpoint.failed && !endpoint.dead && !endpoint.departed) {
+      sendFarewell(endpoint, farewell_);
+      waiting.push_back(&endpoint);
+    }
+  }
+  const auto giveUp = std::chrono::steady_clock::now() + kFarewellTimeout;
+  while (!waiting.empty() && std::chrono::steady_clock::now() < giveUp) {
+    ucp_worker_progress(worker_.get());
+    takeFarewells();
+    {
+      std::lock_guard<std::mutex> lock(deferredMutex_);
+      std::erase_if(waiting, [](const Endpoint* endpoint) {
+        return endpoint->acknowledged || endpoint->departed || endpoint->broken;
+      });
+    }
+    if (!waiting.empty() && !hasFarewells_.load(std::memory_order_acquire)) {
+      waitForActivity(10);
+    }
+  }
+  if (!waiting.empty()) {
+    UCXCOLL_DEBUG(waiting.size() << " peer(s) on other hosts did not acknowledge this process's farewell within "
+                                 << kFarewellTimeout.count() << " s");
+  }
 }
 
 void UcxTransport::send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
@@ -276,7 +474,7 @@ void UcxTransport::send(PeerHandle peer, uint64_t tag, const void* data, std::si
   param.user_data = &transfer;
   transfer.inFlight = true;
   transfer.carrier = this;
-  auto* endpoint = static_cast<ucp_ep_h>(peer);
+  ucp_ep_h endpoint = static_cast<Endpoint*>(peer)->handle;
   ucs_status_ptr_t request = mode == SendMode::Synchronous
                                  ? ucp_tag_send_sync_nbx(endpoint, data, bytes, tag ^ jobKey(), &param)
                                  : ucp_tag_send_nbx(endpoint, data, bytes, tag ^ jobKey(), &param);
@@ -387,15 +585,11 @@ void UcxTransport::closeEndpoints() {
       pending.push_back(request);
     }
   };
-  for (auto& [address, endpoint] : endpoints_) {
-    close(endpoint, deadEndpoints_.contains(endpoint));
-  }
-  for (ucp_ep_h endpoint : retiredEndpoints_) {
-    close(endpoint, true);  // failed: UCX asks for a forced close
+  for (const Endpoint& endpoint : endpointStore_) {
+    // A failed endpoint: UCX asks for a forced close.
+    close(endpoint.handle, endpoint.dead || endpoint.failed);
   }
   endpoints_.clear();
-  retiredEndpoints_.clear();
-  deadEndpoints_.clear();
   auto giveUp = std::chrono::steady_clock::now() + kEndpointCloseTimeout;
   while (!pending.empty() && std::chrono::steady_clock::now() < giveUp) {
     ucp_worker_progress(worker_.get());
@@ -452,7 +646,7 @@ bool UcxTransport::watchWakeupFd(int fd) {
 }
 
 void UcxTransport::peerGone(PeerHandle peer) {
-  deadEndpoints_.insert(static_cast<ucp_ep_h>(peer));
+  static_cast<Endpoint*>(peer)->dead = true;
 }
 
 void UcxTransport::interrupt() {

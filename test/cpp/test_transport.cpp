@@ -449,3 +449,85 @@ TEST_CASE(
     sender.progress();
   }
 }
+
+TEST_CASE(
+    "ucx transport: a peer on another host that closes says farewell first: what it sent still arrives, and it is "
+    "reported as departed, once, not failed",
+    "[transport][errors]") {
+  // A rank that finishes its last collective first and shuts down used to
+  // close its connections while a peer still read what it had sent; the
+  // peer saw "Connection reset by remote peer" and failed.
+  auto leaver = std::make_unique<UcxTransport>();
+  UcxTransport stayer;
+  PeerHandle toStayer = leaver->connect(stayer.address(), PeerLocation::OtherHost);
+  PeerHandle toLeaver = stayer.connect(leaver->address(), PeerLocation::OtherHost);
+  auto exchange = [&](Transport& from, PeerHandle to, Transport& at, uint64_t tag, int value) {
+    int received = 0;
+    Recorded send;
+    Recorded arrival;
+    at.recv(nullptr, tag, tag::kMatchAll, &received, sizeof(received), arrival);
+    from.send(to, tag, &value, sizeof(value), SendMode::Standard, send);
+    const auto giveUp = Clock::now() + 10s;
+    while (!(send.ended && arrival.ended)) {
+      REQUIRE(Clock::now() < giveUp);
+      from.progress();
+      at.progress();
+    }
+    REQUIRE(arrival.result.status == TransferStatus::Ok);
+    REQUIRE(received == value);
+  };
+  // Connected both ways, as in a group.
+  exchange(*leaver, toStayer, stayer, kTag, 7);
+  exchange(stayer, toLeaver, *leaver, kTag, 8);
+
+  // Three messages nobody has asked for yet, then the leaver closes (on
+  // another thread: it waits for the stayer's acknowledgement, which the
+  // stayer sends from its progress here).
+  const int values[] = {11, 12, 13};
+  std::vector<Recorded> sends(3);
+  for (int i = 0; i < 3; ++i) {
+    leaver->send(toStayer, kTag + 1 + static_cast<uint64_t>(i), &values[i], sizeof(int), SendMode::Standard,
+                 sends[static_cast<std::size_t>(i)]);
+  }
+  auto giveUp = Clock::now() + 10s;
+  while (!std::all_of(sends.begin(), sends.end(), [](const Recorded& send) { return send.ended; })) {
+    REQUIRE(Clock::now() < giveUp);
+    leaver->progress();
+    stayer.progress();
+  }
+  std::thread closer([&] { leaver.reset(); });
+  std::vector<PeerFailure> reported;
+  giveUp = Clock::now() + 10s;
+  while (reported.empty() && Clock::now() < giveUp) {
+    stayer.progress();
+    for (PeerFailure& failure : stayer.takeFailedPeers()) {
+      reported.push_back(std::move(failure));
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  closer.join();
+  REQUIRE(reported.size() == 1);
+  CHECK(reported[0].peer == toLeaver);
+  CHECK(reported[0].departed);
+  CHECK(reported[0].detail.find("closed ucxcoll") != std::string::npos);
+  // The end of the connection that follows is no news.
+  const auto settle = Clock::now() + 300ms;
+  while (Clock::now() < settle) {
+    stayer.progress();
+    CHECK(stayer.takeFailedPeers().empty());
+    std::this_thread::sleep_for(1ms);
+  }
+  // Everything the leaver sent before it left is here.
+  for (int i = 0; i < 3; ++i) {
+    int received = 0;
+    Recorded arrival;
+    stayer.recv(nullptr, kTag + 1 + static_cast<uint64_t>(i), tag::kMatchAll, &received, sizeof(received), arrival);
+    giveUp = Clock::now() + 10s;
+    while (!arrival.ended) {
+      REQUIRE(Clock::now() < giveUp);
+      stayer.progress();
+    }
+    CHECK(arrival.result.status == TransferStatus::Ok);
+    CHECK(received == values[i]);
+  }
+}

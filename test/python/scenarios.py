@@ -112,6 +112,51 @@ def dead_peer(rank: int, world: int, port: int, workdir: str) -> None:
     report(errors=errors, destroy_seconds=time.monotonic() - started)
 
 
+def leaving(rank: int, world: int, port: int, workdir: str) -> None:
+    """Run with every peer treated as on another host
+    (UCXCOLL_PEERS_ON_OTHER_HOSTS=1: TCP connections that report their
+    end). First, 30 fresh groups, each one all_reduce and then
+    destroy_process_group at once, with no barrier between: a rank that
+    finishes first and leaves must not fail a peer still in the
+    all_reduce. Then the last rank leaves a group while the others wait for
+    it in an all_reduce: they must raise, naming it, long before the
+    deadline."""
+    store = dist.TCPStore("127.0.0.1", port, world, rank == 0, timeout=timedelta(seconds=60))
+    failures = []
+    for round_ in range(30):
+        dist.init_process_group("ucxcoll", store=dist.PrefixStore(f"round{round_}", store), rank=rank,
+                                world_size=world, timeout=timedelta(seconds=20))
+        tensor = torch.full((3,), float(rank + round_))
+        try:
+            dist.all_reduce(tensor)
+            expected = float(sum(range(world)) + world * round_)
+            if tensor.tolist() != [expected] * 3:
+                failures.append(f"round {round_}: {tensor.tolist()} where {expected} was expected")
+        except Exception as error:
+            failures.append(f"round {round_}: {type(error).__name__}: {error}")
+        dist.destroy_process_group()
+        store.set(f"done{round_}/{rank}", "1")
+        store.wait([f"done{round_}/{peer}" for peer in range(world)])
+    dist.init_process_group("ucxcoll", store=dist.PrefixStore("leave", store), rank=rank, world_size=world,
+                            timeout=timedelta(seconds=60))
+    if rank == world - 1:
+        store.wait([f"waiting/{peer}" for peer in range(world - 1)])
+        time.sleep(0.5)  # the others are inside their all_reduce by now
+        dist.destroy_process_group()
+        report(failures=failures)
+        return
+    store.set(f"waiting/{rank}", "1")
+    started = time.monotonic()
+    error = None
+    try:
+        dist.all_reduce(torch.ones(3))
+    except dist.DistBackendError as raised:
+        error = str(raised)
+    seconds = time.monotonic() - started
+    dist.destroy_process_group()
+    report(failures=failures, error=error, seconds=seconds)
+
+
 def exit_without_destroy(rank: int, world: int, port: int, workdir: str) -> None:
     """Ends the process while the group is alive, as many scripts do."""
     init(rank, world, port)
@@ -663,7 +708,7 @@ def soak_member(rank: int, world: int, victim_at: int, store_path: str) -> None:
     soak_cycle(rank, world, store_path, victim_at if victim_at >= 0 else None)
 
 
-SCENARIOS = {"soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ}
+SCENARIOS = {"leaving": leaving, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
