@@ -372,7 +372,7 @@ case "$command" in
   compat) ensure_apt_packages; ensure_venv; run_compat ;;
   gpu-pack) ensure_apt_packages; ensure_venv; gpu_pack ;;
   sanitize) setup; run_sanitizers ;;
-  across-hosts) setup; cd "$ROOT"; UCXCOLL_TEST_ACROSS_HOSTS=1 "$VENV/bin/python" -m pytest test/python/test_across_hosts.py -q -rs "$@" ;;
+  across-hosts) setup; cd "$ROOT"; "$VENV/bin/python" -m pytest test/python/test_across_hosts.py -q -rs "$@" ;;
   *)
     echo "usage: scripts/dev.sh {demo|test|bench|bench-small|conformance|conformance-ci|compat|gpu-pack|sanitize|across-hosts|setup}" >&2
     exit 2
