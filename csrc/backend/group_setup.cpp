@@ -24,15 +24,19 @@ namespace {
 // Ranks whose processes run under one kernel share its boot id: the
 // machine (or VM) whose cores they share. The hostname stands in where the
 // boot id cannot be read.
+std::string hostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
 std::string hostIdentity() {
   std::ifstream bootId("/proc/sys/kernel/random/boot_id");
   std::string id;
   if (std::getline(bootId, id) && !id.empty()) {
     return id;
   }
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
+  return hostName();
 }
 
 void putUint(std::vector<uint8_t>& out, uint32_t value, int bytes) {
@@ -61,16 +65,17 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
   std::string prefix = "ucxcoll/" + std::to_string((joined - 1) / size) + "/";
 
   // Value: the channel (4 bytes, little-endian); the host identity, the
-  // pid namespace identity and the group-wide settings (each a 2-byte
-  // length and the bytes); the pid (4 bytes), its start time (8) and the
+  // pid namespace identity, the group-wide settings and the hostname (each
+  // a 2-byte length and the bytes; the hostname names a host in errors); the pid (4 bytes), its start time (8) and the
   // cores it may use (4); then the worker address.
   const std::string host = hostIdentity();
   const std::string pidNamespace = pidNamespaceIdentity();
   const std::string settings = groupWideSettings(config());
+  const std::string name = hostName();
   const ProcessIdentity me = thisProcess();
   std::vector<uint8_t> mine;
   putUint(mine, myChannel, 4);
-  for (const std::string* text : {&host, &pidNamespace, &settings}) {
+  for (const std::string* text : {&host, &pidNamespace, &settings, &name}) {
     putUint(mine, static_cast<uint32_t>(text->size()), 2);
     mine.insert(mine.end(), text->begin(), text->end());
   }
@@ -114,6 +119,7 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
         }
       }
     }
+    result.hostNames.push_back(text());
     if (value.size() < at + 16) {
       throw malformed();
     }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "engine/peer_watch.hpp"
@@ -21,8 +22,9 @@ struct GroupRendezvous {
   // Indexed by group rank: the rank's process where this one can watch it
   // (same kernel and pid namespace), unknown elsewhere.
   std::vector<ProcessIdentity> processes;
-  std::vector<bool> onOtherHost;  // indexed by group rank
-  int ranksOnThisHost = 1;        // this one included
+  std::vector<bool> onOtherHost;       // indexed by group rank
+  std::vector<std::string> hostNames;  // indexed by group rank: each rank's hostname
+  int ranksOnThisHost = 1;             // this one included
   // Some host runs more of the group's ranks than the cores each of them
   // may use: the same answer on every rank (computed from every entry).
   bool ranksOutnumberCores = false;

@@ -60,6 +60,7 @@ std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Sto
     group = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels),
                                  peers.processes, peers.onOtherHost);
     group->setRanksOutnumberCores(peers.ranksOutnumberCores);
+    group->setHostNames(std::move(peers.hostNames));
     engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
   } catch (...) {
     engine_->releaseChannel(channel);

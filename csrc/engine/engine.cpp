@@ -930,12 +930,23 @@ std::string exitedOnThisHost(std::size_t count) {
 }
 
 // "rank 2 (pid 4242)", "ranks 1 (pid 11), 2 (pid 12)".
+// "rank 2 (pid 4242)" for ranks this process watches; ranks on other hosts
+// with their host, those of one host together: "ranks 2, 3 (on node7)".
 std::string describeRanks(const Group& group, const std::vector<int>& ranks) {
+  auto hostOf = [&](int rank) -> const std::string& {
+    static const std::string none;
+    return group.onOtherHost(rank) && !group.process(rank).known() ? group.hostName(rank) : none;
+  };
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
   for (std::size_t index = 0; index < ranks.size(); ++index) {
-    text += (index > 0 ? ", " : "") + std::to_string(ranks[index]);
-    if (group.process(ranks[index]).known()) {
-      text += " (pid " + std::to_string(group.process(ranks[index]).pid) + ")";
+    const int rank = ranks[index];
+    text += (index > 0 ? ", " : "") + std::to_string(rank);
+    if (group.process(rank).known()) {
+      text += " (pid " + std::to_string(group.process(rank).pid) + ")";
+    } else if (const std::string& host = hostOf(rank); !host.empty()) {
+      if (index + 1 == ranks.size() || hostOf(ranks[index + 1]) != host) {
+        text += " (on " + host + ")";
+      }
     }
   }
   return text;

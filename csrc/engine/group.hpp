@@ -68,6 +68,14 @@ class Group {
     return static_cast<std::size_t>(rank) < onOtherHost_.size() && onOtherHost_[static_cast<std::size_t>(rank)];
   }
   void setRanksOutnumberCores(bool outnumber) { ranksOutnumberCores_ = outnumber; }
+  // The hostname of each group rank (as group setup read it), to name the
+  // host of a rank on another host in errors; set once, before the group's
+  // first operation. "" where unknown.
+  void setHostNames(std::vector<std::string> names) { hostNames_ = std::move(names); }
+  const std::string& hostName(int rank) const {
+    static const std::string unknown;
+    return static_cast<std::size_t>(rank) < hostNames_.size() ? hostNames_[static_cast<std::size_t>(rank)] : unknown;
+  }
   // Whether group rank r died, became unreachable or left (driver thread).
   bool rankGone(int rank) const {
     return !deadRanks_.empty() && std::binary_search(deadRanks_.begin(), deadRanks_.end(), rank);
@@ -85,6 +93,7 @@ class Group {
   std::vector<ProcessIdentity> processes_;  // indexed by group rank
   bool ranksOutnumberCores_ = false;
   std::vector<bool> onOtherHost_;  // indexed by group rank; empty: all on this host
+  std::vector<std::string> hostNames_;
   tag::CollectiveLayout layout_;
   std::atomic<uint64_t> issued_{0};
 

@@ -1,11 +1,12 @@
 """One rank of the lost-host test (test_across_hosts.py), on a simulated host:
 
-    python lost_host.py RANK WORLD PORT WORKDIR
+    python lost_host.py RANK WORLD PORT WORKDIR [vanish]
 
 Loops 8-byte all_reduces until one raises (the test cuts host 1's link
 once WORKDIR/looping exists), reports the error and when it came, waits
 for WORKDIR/healed, then shows that the failed group stays failed and
-that a new group (destroy + init on another port) works."""
+that a new group (destroy + init on another port) works. With "vanish"
+(host 1's ranks are killed too) it reports as soon as it raised."""
 
 import json
 import os
@@ -46,6 +47,11 @@ def main() -> None:
         failed_at = time.time()
         error, error_type = str(raised), type(raised).__name__
     (workdir / f"failed{rank}").touch()
+    if sys.argv[5:] == ["vanish"]:
+        dist.destroy_process_group()
+        print("RESULT " + json.dumps({"error": error, "error_type": error_type, "failed_at": failed_at,
+                                      "iterations": iterations}), flush=True)
+        return
     again, fresh, after_heal_error = None, None, None
     try:
         wait_for(workdir / "healed", 60)

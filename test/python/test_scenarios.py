@@ -196,7 +196,8 @@ def test_a_killed_peer_is_named_in_an_error_long_before_the_deadline(phase, loca
         # A transfer may fail before the engine takes in UCX's report on the
         # endpoint (under ASan, "Endpoint timeout" rather than a reset): it
         # names the rank in the same words.
-        died = re.compile(r'rank 2 (\(pid \d+\) )?of group "0" died \(the connection to its host broke: '
+        # The engine names the rank's host; a failed transfer names the rank.
+        died = re.compile(r'rank 2 (\(on [^)]+\) )?of group "0" died \(the connection to its host broke: '
                           r'[^;]+; its process or host is gone\)')
     else:
         died = re.compile(r'rank 2 \(pid \d+\) (of group "0" died \(its process on this host exited\)|died)')
@@ -229,8 +230,9 @@ def test_a_rank_on_another_host_that_leaves_after_its_collective_fails_nobody_an
     for rank in (0, 1):
         error = reports[rank]["error"]
         assert error is not None, reports[rank]
-        assert re.search(r'all_reduce #0 on group "\d+" \(rank \d of 3, timeout 60000 ms\) failed: rank 2 of group '
-                         r'"\d+" left \(it closed ucxcoll: its process destroyed its process groups or is exiting\)',
+        assert re.search(r'all_reduce #0 on group "\d+" \(rank \d of 3, timeout 60000 ms\) failed: rank 2 '
+                         r'\(on [^)]+\) of group "\d+" left \(it closed ucxcoll: its process destroyed its process '
+                         r'groups or is exiting\)',
                          error), error
         assert "timed out" not in error, error
         # Named when it left, not at the 60 s deadline.
