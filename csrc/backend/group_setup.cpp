@@ -21,15 +21,15 @@
 namespace ucxcoll {
 namespace {
 
-// Ranks whose processes run under one kernel share its boot id: the
-// machine (or VM) whose cores they share. The hostname stands in where the
-// boot id cannot be read.
 std::string hostName() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
 }
 
+// Ranks whose processes run under one kernel share its boot id: the
+// machine (or VM) whose cores they share. The hostname stands in where the
+// boot id cannot be read.
 std::string hostIdentity() {
   std::ifstream bootId("/proc/sys/kernel/random/boot_id");
   std::string id;
@@ -66,8 +66,9 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
 
   // Value: the channel (4 bytes, little-endian); the host identity, the
   // pid namespace identity, the group-wide settings and the hostname (each
-  // a 2-byte length and the bytes; the hostname names a host in errors); the pid (4 bytes), its start time (8) and the
-  // cores it may use (4); then the worker address.
+  // a 2-byte length and the bytes; the hostname names a host in errors);
+  // the pid (4 bytes), its start time (8) and the cores it may use (4);
+  // then the worker address.
   const std::string host = hostIdentity();
   const std::string pidNamespace = pidNamespaceIdentity();
   const std::string settings = groupWideSettings(config());

@@ -929,9 +929,9 @@ std::string exitedOnThisHost(std::size_t count) {
   return count == 1 ? "(its process on this host exited)" : "(their processes on this host exited)";
 }
 
-// "rank 2 (pid 4242)", "ranks 1 (pid 11), 2 (pid 12)".
-// "rank 2 (pid 4242)" for ranks this process watches; ranks on other hosts
-// with their host, those of one host together: "ranks 2, 3 (on node7)".
+// "rank 2 (pid 4242)", "ranks 1 (pid 11), 2 (pid 12)" for ranks this
+// process watches; ranks on other hosts with their host, those of one host
+// together: "ranks 2, 3 (on node7)".
 std::string describeRanks(const Group& group, const std::vector<int>& ranks) {
   auto hostOf = [&](int rank) -> const std::string& {
     static const std::string none;
