@@ -4,6 +4,7 @@
 #   scripts/hosts.sh up N [RIG]         make hosts 0..N-1 (prints nothing; fails if RIG exists)
 #   scripts/hosts.sh run I [RIG] -- CMD run CMD "on host I" (exit status is CMD's)
 #   scripts/hosts.sh address I          host I's address (10.231.0.(I+1))
+#   scripts/hosts.sh extras I [RIG]     give host I the interfaces real hosts have besides their link
 #   scripts/hosts.sh cut I [RIG]        take host I's link down
 #   scripts/hosts.sh heal I [RIG]       bring it back up
 #   scripts/hosts.sh down [RIG]         remove everything RIG made (always safe to run)
@@ -17,6 +18,12 @@
 # of its own, so no shared-memory segment, CMA copy or process watch can
 # cross hosts: only TCP over the veth links does. RIG (default "ucxh")
 # prefixes every name, so that concurrent rigs do not meet. Needs root.
+#
+# extras: a docker-like bridge docker0 (172.17.0.1/16, the same address on
+# every host, as docker gives it; a container-like port keeps it up) and
+# eth1 (192.168.(100+I).1/24), an interface with an address through which
+# no other host can be reached. Backends that offer peers every interface,
+# or pick one by its name or order, go wrong on such hosts.
 
 set -euo pipefail
 
@@ -96,6 +103,24 @@ run_on() {
     sh "$host" "$STATE/boot_id.$host" "$@"
 }
 
+extras() {
+  local host="$1"
+  rig_names "${2:-}"
+  local ns
+  ns="$(host_ns "$host")"
+  ip -n "$ns" link add docker0 type bridge
+  ip -n "$ns" addr add 172.17.0.1/16 dev docker0
+  ip -n "$ns" link add vethc0 type veth peer name vethc1
+  ip -n "$ns" link set vethc0 master docker0
+  ip -n "$ns" link set vethc0 up
+  ip -n "$ns" link set vethc1 up
+  ip -n "$ns" link set docker0 up
+  ip -n "$ns" link add eth1 type veth peer name eth1-end
+  ip -n "$ns" addr add "192.168.$((100 + host)).1/24" dev eth1
+  ip -n "$ns" link set eth1 up
+  ip -n "$ns" link set eth1-end up
+}
+
 set_link() {
   local host="$1" state="$2"
   rig_names "${3:-}"
@@ -121,12 +146,13 @@ case "$command" in
   up) up "$@" ;;
   run) run_on "$@" ;;
   address) address "$1" ;;
+  extras) extras "$@" ;;
   cut) set_link "$1" down "${2:-}" ;;
   heal) set_link "$1" up "${2:-}" ;;
   down) down "${1:-}" ;;
   check) check ;;
   *)
-    sed -n '2,10p' "$0" >&2
+    sed -n '2,11p' "$0" >&2
     exit 2
     ;;
 esac

@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,8 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "common/config.hpp"
 #include "common/cores.hpp"
@@ -53,20 +56,66 @@ uint32_t getUint(const std::vector<uint8_t>& in, std::size_t at, int bytes) {
   return value;
 }
 
+// The first 4 bytes of an entry that says why its rank cannot take part,
+// where a real one has its channel number.
+constexpr uint32_t kRefusalMark = 0xFFFFFFFFu;
+
+// Every rank that reads a refusal counts itself under this key, and each
+// waits (boundedly) until the others have: the process that holds the
+// store (rank 0's, under init_process_group) would otherwise raise, exit
+// and take the store along while a peer still reads the refusal, which
+// that peer then never sees ("Failed to recv, got 0 bytes" instead).
+constexpr auto kRefusalReadBound = std::chrono::seconds(2);
+
+void countAndAwaitRefusalReaders(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix, int size,
+                                 int64_t increment) {
+  const std::string key = prefix + "refusal_read";
+  const auto giveUp = std::chrono::steady_clock::now() + kRefusalReadBound;
+  // Refusing ranks read no refusal, so with several of them this waits
+  // out the bound: a failure path only.
+  while (store->add(key, increment) < size - 1 && std::chrono::steady_clock::now() < giveUp) {
+    increment = 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// The keys of this incarnation of the group. A store can outlive a group
+// (torchrun's agent store survives destroy_process_group +
+// init_process_group), so keys from an earlier incarnation of the same
+// group name may still be there. Every rank bumps a join counter once;
+// ranks of the same incarnation get the same quotient.
+std::string incarnationPrefix(const c10::intrusive_ptr<c10d::Store>& store, int size) {
+  int64_t joined = store->add("ucxcoll/joined", 1);
+  return "ucxcoll/" + std::to_string((joined - 1) / size) + "/";
+}
+
 }  // namespace
 
+void publishSetupFailure(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& why) {
+  try {
+    std::vector<uint8_t> entry;
+    putUint(entry, kRefusalMark, 4);
+    const std::string name = hostName();
+    putUint(entry, static_cast<uint32_t>(name.size()), 2);
+    entry.insert(entry.end(), name.begin(), name.end());
+    entry.insert(entry.end(), why.begin(), why.end());
+    const std::string prefix = incarnationPrefix(store, size);
+    store->set(prefix + "peer/" + std::to_string(rank), entry);
+    countAndAwaitRefusalReaders(store, prefix, size, 0);
+  } catch (const std::exception& error) {
+    UCXCOLL_DEBUG("could not tell the group's other ranks why this one cannot take part: " << error.what());
+  }
+}
+
 GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                           const std::vector<uint8_t>& myAddress, uint32_t myChannel) {
-  // A store can outlive a group (torchrun's agent store survives
-  // destroy_process_group + init_process_group), so keys from an earlier
-  // incarnation of the same group name may still be there. Every rank bumps
-  // a join counter; ranks of the same incarnation get the same quotient.
-  int64_t joined = store->add("ucxcoll/joined", 1);
-  std::string prefix = "ucxcoll/" + std::to_string((joined - 1) / size) + "/";
+                           const std::vector<uint8_t>& myAddress, uint32_t myChannel,
+                           const std::string& myNetworkInterfaces) {
+  const std::string prefix = incarnationPrefix(store, size);
 
   // Value: the channel (4 bytes, little-endian); the host identity, the
-  // pid namespace identity, the group-wide settings and the hostname (each
-  // a 2-byte length and the bytes; the hostname names a host in errors);
+  // pid namespace identity, the group-wide settings, the hostname and the
+  // network devices in use (each a 2-byte length and the bytes; the last
+  // two for errors);
   // the pid (4 bytes), its start time (8) and the cores it may use (4);
   // then the worker address.
   const std::string host = hostIdentity();
@@ -76,7 +125,7 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
   const ProcessIdentity me = thisProcess();
   std::vector<uint8_t> mine;
   putUint(mine, myChannel, 4);
-  for (const std::string* text : {&host, &pidNamespace, &settings, &name}) {
+  for (const std::string* text : {&host, &pidNamespace, &settings, &name, &myNetworkInterfaces}) {
     putUint(mine, static_cast<uint32_t>(text->size()), 2);
     mine.insert(mine.end(), text->begin(), text->end());
   }
@@ -100,6 +149,16 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
     std::vector<uint8_t> value = peer == rank ? mine : store->get(prefix + "peer/" + std::to_string(peer));
     auto malformed = [&] { return std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer)); };
     std::size_t at = 4;
+    if (value.size() >= 6 && getUint(value, 0, 4) == kRefusalMark) {
+      const std::size_t nameLength = getUint(value, 4, 2);
+      if (value.size() < 6 + nameLength) {
+        throw malformed();
+      }
+      const std::string host(value.begin() + 6, value.begin() + static_cast<long>(6 + nameLength));
+      const std::string why(value.begin() + static_cast<long>(6 + nameLength), value.end());
+      countAndAwaitRefusalReaders(store, prefix, size, 1);
+      throw std::runtime_error("rank " + std::to_string(peer) + " (on " + host + ") cannot take part: " + why);
+    }
     auto text = [&] {
       if (value.size() < at + 2 || value.size() < at + 2 + getUint(value, at, 2)) {
         throw malformed();
@@ -121,6 +180,7 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
       }
     }
     result.hostNames.push_back(text());
+    result.networkInterfaces.push_back(text());
     if (value.size() < at + 16) {
       throw malformed();
     }
@@ -155,6 +215,37 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
         settingsThatDiffer);
   }
   return result;
+}
+
+std::string describeUnreachable(const std::vector<int>& ranks, const GroupRendezvous& peers, const std::string& mine) {
+  // Ranks of one host that offer the same devices are named together, in
+  // the order of their first rank.
+  std::vector<std::pair<std::string, std::vector<int>>> byPlace;  // (host + devices, ranks)
+  for (int rank : ranks) {
+    const auto index = static_cast<std::size_t>(rank);
+    const std::string place = peers.hostNames.at(index) + "\n" + peers.networkInterfaces.at(index);
+    auto known = std::find_if(byPlace.begin(), byPlace.end(), [&](const auto& entry) { return entry.first == place; });
+    if (known == byPlace.end()) {
+      byPlace.emplace_back(place, std::vector<int>{rank});
+    } else {
+      known->second.push_back(rank);
+    }
+  }
+  std::string text = "no network device of this host reaches ";
+  for (std::size_t index = 0; index < byPlace.size(); ++index) {
+    const std::vector<int>& group = byPlace[index].second;
+    const auto first = static_cast<std::size_t>(group.front());
+    text += index == 0 ? "" : "; nor ";
+    text += group.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t at = 0; at < group.size(); ++at) {
+      text += (at == 0 ? "" : ", ") + std::to_string(group[at]);
+    }
+    text += " (on " + peers.hostNames.at(first) + "), which " + (group.size() == 1 ? "offers " : "offer ") +
+            peers.networkInterfaces.at(first);
+  }
+  return text + " (this rank offers " + mine +
+         "); choose network devices that connect the hosts with UCXCOLL_NET_DEVICES on every host (a list as "
+         "NCCL_SOCKET_IFNAME takes: \"=eth0\", \"eth\", \"^docker,lo\")";
 }
 
 namespace {

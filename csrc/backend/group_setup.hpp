@@ -24,7 +24,10 @@ struct GroupRendezvous {
   std::vector<ProcessIdentity> processes;
   std::vector<bool> onOtherHost;       // indexed by group rank
   std::vector<std::string> hostNames;  // indexed by group rank: each rank's hostname
-  int ranksOnThisHost = 1;             // this one included
+  // Indexed by group rank: the network devices its UCX offers, with their
+  // addresses (Engine::networkInterfaces), for errors about reaching it.
+  std::vector<std::string> networkInterfaces;
+  int ranksOnThisHost = 1;  // this one included
   // Some host runs more of the group's ranks than the cores each of them
   // may use: the same answer on every rank (computed from every entry).
   bool ranksOutnumberCores = false;
@@ -40,7 +43,20 @@ class SettingsMismatch : public std::invalid_argument {
 // where any two differ in groupWideSettings; blocks (up to the store's timeout)
 // until every rank has published its address and channel.
 GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                           const std::vector<uint8_t>& myAddress, uint32_t myChannel);
+                           const std::vector<uint8_t>& myAddress, uint32_t myChannel,
+                           const std::string& myNetworkInterfaces);
+
+// For a rank that cannot take part in the rendezvous (a setting it cannot
+// use, no UCX): publishes `why` in place of its entry, so that every other
+// rank's rendezvous raises at once, naming this rank and its host, instead
+// of waiting for the store's timeout. Best effort: a store that fails here
+// leaves the peers to that timeout.
+void publishSetupFailure(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& why);
+
+// Why a group cannot be set up when no network device of this host reaches
+// `ranks` (UnreachableError): each of them with its host and the devices it
+// offers, the devices this rank offers (`mine`), and what to do.
+std::string describeUnreachable(const std::vector<int>& ranks, const GroupRendezvous& peers, const std::string& mine);
 
 // The job's key (see UcxTransport::setJobKey): 64 random bits that the
 // first rank to ask stores under "ucxcoll/job_key" in the job's store (the

@@ -31,16 +31,28 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   try {
     validateConfig();
   } catch (const std::invalid_argument& invalid) {
+    publishSetupFailure(store, rank, size, invalid.what());
     TORCH_CHECK_VALUE(false, "ucxcoll: ", invalid.what());
   }
   try {
-    engine_ = Engine::acquire([&store] { return networkDevicesFor(jobLocation(store)); });
-    engine_->useJobKey(jobKey(store));
+    try {
+      engine_ = Engine::acquire([&store] { return networkDevicesFor(jobLocation(store)); });
+      engine_->useJobKey(jobKey(store));
+    } catch (const c10::Error&) {
+      throw;  // the store itself failed: nothing could be published there
+    } catch (const std::exception& error) {
+      // Before this rank joined the rendezvous: its peers would wait for
+      // it until the store's timeout; they raise at once instead.
+      publishSetupFailure(store, rank, size, error.what());
+      throw;
+    }
     group_ = setUpGroup(store, rank, size);
   } catch (const c10::Error&) {
     throw;  // e.g. the store timed out: torch's own error says it best
-  } catch (const SettingsMismatch& mismatch) {
-    TORCH_CHECK_VALUE(false, "ucxcoll: cannot set up group \"", groupName_, "\": ", mismatch.what());
+  } catch (const std::invalid_argument& invalid) {
+    // Ranks that disagree about settings, or network devices that this
+    // host does not have (UCXCOLL_NET_DEVICES / UCX_NET_DEVICES).
+    TORCH_CHECK_VALUE(false, "ucxcoll: cannot set up group \"", groupName_, "\": ", invalid.what());
   } catch (const std::exception& error) {
     std::rethrow_exception(
         backendError(std::string("ucxcoll: cannot set up group \"") + groupName_ + "\": " + error.what()));
@@ -56,9 +68,14 @@ std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Sto
   uint32_t channel = engine_->openChannel();
   std::shared_ptr<Group> group;
   try {
-    GroupRendezvous peers = rendezvous(store, rank, size, engine_->address(), channel);
-    group = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels),
-                                 peers.processes, peers.onOtherHost);
+    GroupRendezvous peers = rendezvous(store, rank, size, engine_->address(), channel, engine_->networkInterfaces());
+    try {
+      group = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels),
+                                   peers.processes, peers.onOtherHost);
+    } catch (const UnreachableError& unreachable) {
+      throw UnreachableError(describeUnreachable(unreachable.ranks(), peers, engine_->networkInterfaces()),
+                             unreachable.ranks());
+    }
     group->setRanksOutnumberCores(peers.ranksOutnumberCores);
     group->setHostNames(std::move(peers.hostNames));
     engine_->noteRanksOnThisHost(peers.ranksOnThisHost);

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/interface_list.hpp"
+
 namespace ucxcoll {
 namespace {
 
@@ -99,6 +101,15 @@ Config parseConfig(const EnvironmentLookup& lookup) {
   c.peerLivenessMilliseconds =
       read.integer("UCXCOLL_PEER_LIVENESS_MS", c.peerLivenessMilliseconds, kMinPeerLivenessMilliseconds,
                    kMaxPeerLivenessMilliseconds, " (milliseconds)");
+  if (const char* devices = read.get("UCXCOLL_NET_DEVICES")) {
+    if (parseInterfaceList(devices)) {
+      c.networkDevices = devices;
+    } else {
+      c.problems.push_back(std::string("UCXCOLL_NET_DEVICES=") + devices +
+                           ": expected interface names or prefixes separated by commas, optionally after ^ (all "
+                           "but these) and = (exact names), as in eth0,eth1 or ^docker,lo or =eth0");
+    }
+  }
   return c;
 }
 

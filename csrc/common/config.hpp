@@ -70,6 +70,10 @@ struct Config {
   // they have to answer; those that do not are unreachable (a host that is
   // down, a cut link) and the group fails naming them.
   long peerLivenessMilliseconds = 2000;
+  // UCXCOLL_NET_DEVICES: which network interfaces UCX may use, as an
+  // NCCL-style list (common/interface_list.hpp); "" chooses automatically
+  // (transport/network_devices.hpp). It wins over UCX_NET_DEVICES.
+  std::string networkDevices;
 
   // "UCXCOLL_X=value: expected ..." for each variable set to a value it
   // does not take (that setting keeps its default here).

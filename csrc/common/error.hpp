@@ -40,6 +40,20 @@ class PeerGoneError : public Error {
   using Error::Error;
 };
 
+// Peers that no network device of this host can reach (UCX finds no route
+// to any address they offer): the group cannot be set up.
+class UnreachableError : public Error {
+ public:
+  explicit UnreachableError(const std::string& what, std::vector<int> ranks = {})
+      : Error(what), ranks_(std::move(ranks)) {}
+  // The group ranks that cannot be reached, ascending (empty where the
+  // transport, which knows no ranks, raised it).
+  const std::vector<int>& ranks() const { return ranks_; }
+
+ private:
+  std::vector<int> ranks_;
+};
+
 // The group was shut down or aborted while the operation was pending.
 class AbortedError : public Error {
  public:

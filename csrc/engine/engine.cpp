@@ -70,7 +70,7 @@ Task Engine::ControlOperation::run() {
 
 // ---- Process-wide engine --------------------------------------------------
 
-std::shared_ptr<Engine> Engine::acquire(const std::function<std::string()>& networkDevices) {
+std::shared_ptr<Engine> Engine::acquire(const std::function<NetworkDevices()>& networkDevices) {
   std::lock_guard<std::mutex> lock(registryMutex());
   static pid_t registeredPid = 0;
   if (registeredPid != currentProcessId()) {
@@ -82,7 +82,9 @@ std::shared_ptr<Engine> Engine::acquire(const std::function<std::string()>& netw
   }
   auto engine = liveEngine().lock();
   if (!engine) {
-    engine = std::make_shared<Engine>(makeProcessTransport(networkDevices ? networkDevices() : ""));
+    const NetworkDevices devices = networkDevices ? networkDevices() : NetworkDevices{};
+    engine = std::make_shared<Engine>(makeProcessTransport(devices));
+    engine->networkInterfaces_ = devices.inUse;
     liveEngine() = engine;
   }
   return engine;
@@ -989,7 +991,8 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
     // numbering different on them, and their next init_process_group (the
     // recovery) would wait for each other under different store keys.
     const bool goneBefore = !gone.empty();
-    std::vector<int> left;  // alive, but no longer running ucxcoll
+    std::vector<int> left;         // alive, but no longer running ucxcoll
+    std::vector<int> unreachable;  // no route from here to what they offer
     for (std::size_t peer = 0; peer < addresses.size(); ++peer) {
       const int peerRank = static_cast<int>(peer);
       if (std::find(gone.begin(), gone.end(), peerRank) != gone.end()) {
@@ -1000,6 +1003,10 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
       try {
         group->peers_.push_back(
             transport_->connect(addresses[peer], remote ? PeerLocation::OtherHost : PeerLocation::ThisHost));
+      } catch (const UnreachableError&) {
+        // Every such peer is named, not just the first.
+        unreachable.push_back(peerRank);
+        group->peers_.push_back(nullptr);
       } catch (const Error&) {
         // A peer that exits while we connect takes its shared memory along,
         // and UCX says only that: name the dead rank instead. A peer that
@@ -1020,6 +1027,9 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
         }
         group->peers_.push_back(nullptr);
       }
+    }
+    if (!unreachable.empty()) {
+      throw UnreachableError("no route to what these ranks offer", unreachable);
     }
     std::vector<std::string> why;
     if (!gone.empty()) {

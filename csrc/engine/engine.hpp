@@ -63,6 +63,7 @@
 #include "engine/operation.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/spin_budget.hpp"
+#include "transport/network_devices.hpp"
 #include "transport/transport.hpp"
 
 namespace ucxcoll {
@@ -79,14 +80,17 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // The engine of this process over UCX, created on first use (with
-  // `networkDevices()` for UCX_NET_DEVICES, see transport/network_devices.hpp;
-  // it may resolve the store's host, so later calls, which get the existing
-  // engine, do not call it). Groups hold the returned pointer; it shuts down
-  // when the last group lets go.
-  static std::shared_ptr<Engine> acquire(const std::function<std::string()>& networkDevices = {});
+  // The engine of this process over UCX, created on first use (with the
+  // network devices `networkDevices()` chooses, see
+  // transport/network_devices.hpp; it may resolve the store's host, so
+  // later calls, which get the existing engine, do not call it). Groups
+  // hold the returned pointer; it shuts down when the last group lets go.
+  static std::shared_ptr<Engine> acquire(const std::function<NetworkDevices()>& networkDevices = {});
 
   const std::vector<uint8_t>& address() const { return address_; }
+  // The network devices this engine's UCX offers peers, with their
+  // addresses ("eth0 10.0.0.7"; NetworkDevices::inUse), for errors.
+  const std::string& networkInterfaces() const { return networkInterfaces_; }
 
   // A group found `ranks` ranks (this one included) on this host. With
   // more ranks than this process has cores, a waiting thread yields its
@@ -286,6 +290,7 @@ class Engine {
 
   std::unique_ptr<Transport> transport_;
   std::vector<uint8_t> address_;
+  std::string networkInterfaces_;  // set once by acquire(), before any group sees the engine
   const Threading threading_;
   const pid_t ownerPid_;
 

@@ -5,14 +5,15 @@
 #include <memory>
 #include <string>
 
+#include "transport/network_devices.hpp"
 #include "transport/transport.hpp"
 
 namespace ucxcoll {
 
-// The transport of a real process: UCX for every peer (with
-// `networkDevices` as UCX_NET_DEVICES, see network_devices.hpp), under
+// The transport of a real process: UCX for every peer (on the
+// `networkDevices` chosen for it, see network_devices.hpp), under
 // shared-memory lanes for peers on this host (shared_memory_transport.hpp;
 // UCXCOLL_SHARED_MEMORY=0 leaves UCX alone to carry everything).
-std::unique_ptr<Transport> makeProcessTransport(const std::string& networkDevices);
+std::unique_ptr<Transport> makeProcessTransport(const NetworkDevices& networkDevices);
 
 }  // namespace ucxcoll

@@ -4,10 +4,16 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <ucs/debug/log_def.h>
+
 #include <cerrno>
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/logging.hpp"
@@ -75,6 +81,38 @@ TransferResult resultOf(ucs_status_t status) {
     result.detail = ucs_status_string(status);
   }
   return result;
+}
+
+// Whether UCX's errors on this thread are ours to report: inside a call
+// whose failure raises an exception that says more (a peer with no route
+// to it), and at teardown, where a peer that left before us makes UCX
+// complain about connections nobody needs any more. They are logged at
+// UCXCOLL_LOG_LEVEL=debug instead of on stderr.
+thread_local bool tQuietUcxErrors = false;
+
+struct QuietUcxErrors {
+  QuietUcxErrors() : outer(std::exchange(tQuietUcxErrors, true)) {}
+  ~QuietUcxErrors() { tQuietUcxErrors = outer; }
+  QuietUcxErrors(const QuietUcxErrors&) = delete;
+  QuietUcxErrors& operator=(const QuietUcxErrors&) = delete;
+  const bool outer;
+};
+
+ucs_log_func_rc_t quietenUcxLog(const char* file, unsigned line, const char* /*function*/, ucs_log_level_t level,
+                                const ucs_log_component_config_t* /*component*/, const char* format,
+                                va_list arguments) {
+  if (!tQuietUcxErrors || level > UCS_LOG_LEVEL_WARN) {
+    return UCS_LOG_FUNC_RC_CONTINUE;
+  }
+  if (logLevel() >= LogLevel::Debug) {
+    char text[512];
+    va_list copy;
+    va_copy(copy, arguments);
+    std::vsnprintf(text, sizeof(text), format, copy);
+    va_end(copy);
+    UCXCOLL_DEBUG("UCX said (" << file << ":" << line << "): " << text);
+  }
+  return UCS_LOG_FUNC_RC_STOP;
 }
 
 // How deep the calling thread is in our own calls into UCX. A completion
@@ -181,13 +219,17 @@ unsigned UcxTransport::endDeferred() {
   return static_cast<unsigned>(ended.size());
 }
 
-UcxTransport::UcxTransport(const std::string& networkDevices) {
+UcxTransport::UcxTransport(const NetworkDevices& networkDevices) {
+  static std::once_flag logHandlerPushed;
+  std::call_once(logHandlerPushed, [] { ucs_log_push_handler(&quietenUcxLog); });
   ucp_config_t* rawConfig = nullptr;
   check(ucp_config_read(nullptr, nullptr, &rawConfig), "ucp_config_read");
   UcpConfigPtr config(rawConfig);
-  if (!networkDevices.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
-    check(ucp_config_modify(config.get(), "NET_DEVICES", networkDevices.c_str()), "ucp_config_modify");
-    UCXCOLL_INFO("UCX network devices: " << networkDevices << " (set UCX_NET_DEVICES to choose others)");
+  if (!networkDevices.ucxValue.empty()) {
+    check(ucp_config_modify(config.get(), "NET_DEVICES", networkDevices.ucxValue.c_str()), "ucp_config_modify");
+  }
+  if (!networkDevices.reason.empty()) {
+    UCXCOLL_INFO("UCX network devices: " << networkDevices.inUse << " (" << networkDevices.reason << ")");
   }
 
   ucp_params_t params{};
@@ -242,6 +284,7 @@ UcxTransport::~UcxTransport() {
   // Messages nobody received (peers' collectives this process never ran):
   // taken here, so that UCX does not warn about each at teardown.
   discard(0, 0);
+  QuietUcxErrors quiet;
   {
     InsideUcx inside;
     sayFarewells();
@@ -314,9 +357,16 @@ PeerHandle UcxTransport::connect(const std::vector<uint8_t>& peerAddress, PeerLo
     params.err_handler.cb = &endpointFailed;
     params.err_handler.arg = &endpoint;
   }
-  ucs_status_t status = ucp_ep_create(worker_.get(), &params, &endpoint.handle);
+  ucs_status_t status;
+  {
+    QuietUcxErrors quiet;  // "no route" is ours to say, naming the rank
+    status = ucp_ep_create(worker_.get(), &params, &endpoint.handle);
+  }
   if (status != UCS_OK) {
     endpointStore_.pop_back();
+    if (status == UCS_ERR_UNREACHABLE) {
+      throw UnreachableError("UCX finds no route from this host's network devices to the peer's");
+    }
     check(status, "ucp_ep_create");
   }
   endpoints_.emplace(peerAddress, &endpoint);

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "common/file_descriptor.hpp"
+#include "transport/network_devices.hpp"
 #include "transport/transport.hpp"
 
 namespace ucxcoll {
@@ -62,9 +63,9 @@ void deferCompletion(Transfer& transfer, const TransferResult& result);
 
 class UcxTransport final : public Transport {
  public:
-  // `networkDevices`: UCX_NET_DEVICES for this context unless the user set
-  // that variable ("" = UCX's default; see network_devices.hpp).
-  explicit UcxTransport(const std::string& networkDevices = "");
+  // `networkDevices`: the devices this context may use (network_devices.hpp;
+  // the default leaves UCX its own choice).
+  explicit UcxTransport(const NetworkDevices& networkDevices = {});
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;

@@ -204,6 +204,11 @@ class SimulatedHosts:
             "GLOO_SOCKET_IFNAME": "eth0",
         }
 
+    def add_extras(self, host: int) -> None:
+        """docker0 (172.17.0.1 on every host) and eth1 (reaching no other
+        host) on host `host`: see scripts/hosts.sh."""
+        subprocess.run([str(self.SCRIPT), "extras", str(host), self.rig], check=True)
+
     def cut(self, host: int) -> None:
         subprocess.run([str(self.SCRIPT), "cut", str(host), self.rig], check=True)
 

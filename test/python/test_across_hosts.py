@@ -36,6 +36,11 @@ def hosts():
         pytest.skip(f"no simulated hosts: {reason}")
     rig = SimulatedHosts(HOSTS)
     try:
+        # Every host also has what real ones often have besides their link:
+        # a docker bridge with the same address everywhere and an interface
+        # that reaches no other host. Every test here runs with them.
+        for host in range(HOSTS):
+            rig.add_extras(host)
         yield rig
     finally:
         rig.close()
@@ -151,15 +156,27 @@ def test_a_cut_link_carries_nothing_until_healed(hosts):
         listener.wait()
 
 
-def run_script_on_hosts(hosts, body: str, **env) -> list[str]:
+def run_script_on_hosts(hosts, body: str, env_by_host: dict | None = None, init_may_fail: bool = False,
+                        **env) -> list[str]:
     """Runs a script on WORLD ranks spread over the hosts: it gets `rank`
     and a group made with init_process_group, runs `body`, and destroys the
-    group; returns each rank's output (asserting that every rank exited 0)."""
-    code = "import os, sys, time, torch, torch.distributed as dist\n" \
+    group; returns each rank's output (asserting that every rank exited 0).
+    `env_by_host` adds variables on some hosts ({host: {name: value}}).
+    With `init_may_fail`, a rank whose init raises prints
+    "INIT_ERROR <type> <seconds>s <message>" and exits (group timeout 120 s)."""
+    per_host = WORLD // HOSTS
+    init = "dist.init_process_group('ucxcoll', init_method=f\"tcp://{os.environ['UCXCOLL_TEST_STORE_ADDR']}:{port}\",\n" \
+        f"                        rank=rank, world_size={WORLD}" + \
+        (", timeout=datetime.timedelta(seconds=120))\n" if init_may_fail else ")\n")
+    if init_may_fail:
+        init = "started = time.monotonic()\ntry:\n" + textwrap.indent(init, "    ") + \
+            "except Exception as error:\n" \
+            "    print('INIT_ERROR', type(error).__name__, f'{time.monotonic() - started:.1f}s', error, flush=True)\n" \
+            "    sys.exit(0)\n"
+    code = "import datetime, os, sys, time, torch, torch.distributed as dist\n" \
         "rank, port = int(sys.argv[1]), sys.argv[2]\n" \
-        "dist.init_process_group('ucxcoll', init_method=f\"tcp://{os.environ['UCXCOLL_TEST_STORE_ADDR']}:{port}\",\n" \
-        f"                        rank=rank, world_size={WORLD})\n" + textwrap.dedent(body) + \
-        "dist.destroy_process_group()\n"
+        f"os.environ.update({env_by_host or {}!r}.get(rank // {per_host}, {{}}))\n" + \
+        init + textwrap.dedent(body) + "dist.destroy_process_group()\n"
     port = str(free_port())
     commands, host_env = hosts.place([[sys.executable, "-c", code, str(rank), port] for rank in range(WORLD)])
     outputs = []
@@ -169,18 +186,92 @@ def run_script_on_hosts(hosts, body: str, **env) -> list[str]:
     return outputs
 
 
+SUM_BODY = """
+    tensor = torch.full((3,), float(rank))
+    dist.all_reduce(tensor)
+    print("SUM", tensor.tolist(), flush=True)
+"""
+
+
 def test_ranks_on_different_hosts_talk_over_the_hosts_link(hosts):
     # Each rank says which network devices UCX uses: the host's eth0, the
     # link the others are reached through (not loopback: the ranks are not
-    # all on one host), and the sum still matches.
-    body = """
-        tensor = torch.full((3,), float(rank))
-        dist.all_reduce(tensor)
-        print("SUM", tensor.tolist(), flush=True)
-    """
-    for output in run_script_on_hosts(hosts, body, UCXCOLL_LOG_LEVEL="info"):
+    # all on one host; not docker0 or eth1, which the hosts also have), and
+    # the sum still matches.
+    for rank, output in enumerate(run_script_on_hosts(hosts, SUM_BODY, UCXCOLL_LOG_LEVEL="info")):
         assert "SUM [6.0, 6.0, 6.0]" in output, output
-        assert "UCX network devices: eth0" in output, output
+        assert f"UCX network devices: eth0 {hosts.address(rank // 2)} (the interface that reaches the store's host " \
+            f"{hosts.address(0)};" in output, output
+
+
+@pytest.mark.parametrize("variable,value,devices", [
+    ("UCXCOLL_NET_DEVICES", "=eth0", "eth0 {eth0}"),
+    ("UCXCOLL_NET_DEVICES", "^docker,lo,eth1", "eth0 {eth0}"),
+    # Both eth interfaces: UCX offers eth1 too and reaches each peer
+    # through the one with a route to it.
+    ("UCXCOLL_NET_DEVICES", "eth", "eth0 {eth0}, eth1 {eth1}"),
+    ("UCX_NET_DEVICES", "eth0", "eth0 {eth0}"),
+])
+def test_network_devices_chosen_by_a_list_are_used_and_reported(hosts, variable, value, devices):
+    outputs = run_script_on_hosts(hosts, SUM_BODY, UCXCOLL_LOG_LEVEL="info", **{variable: value})
+    for rank, output in enumerate(outputs):
+        host = rank // 2
+        expected = devices.format(eth0=hosts.address(host), eth1=f"192.168.{100 + host}.1")
+        assert "SUM [6.0, 6.0, 6.0]" in output, output
+        assert f"UCX network devices: {expected} ({variable}={value})" in output, output
+        assert "UCX  " not in output, output  # nothing from UCX itself
+
+
+def test_a_host_whose_ranks_offer_an_interface_that_reaches_nobody_fails_setup_on_every_rank(hosts):
+    # Host 1's ranks offer only eth1, which no other host reaches: setup
+    # fails on all four ranks at once (the group timeout is 120 s), each
+    # naming the ranks it cannot reach, their host, what they offer and
+    # what it offers itself; UCX prints nothing.
+    outputs = run_script_on_hosts(hosts, SUM_BODY, env_by_host={1: {"UCXCOLL_NET_DEVICES": "=eth1"}},
+                                  init_may_fail=True)
+    seconds = []
+    for rank, output in enumerate(outputs):
+        lines = [line for line in output.splitlines() if line.startswith("INIT_ERROR ")]
+        assert lines, output
+        _, kind, elapsed, message = lines[0].split(" ", 3)
+        assert kind == "DistBackendError", output
+        if rank < 2:
+            assert message.startswith('ucxcoll: cannot set up group "0": no network device of this host reaches '
+                                      "ranks 2, 3 (on host1), which offer eth1 192.168.101.1 (this rank offers "
+                                      f"eth0 {hosts.address(0)}); choose network devices that connect the hosts "
+                                      "with UCXCOLL_NET_DEVICES on every host"), message
+        else:
+            assert message.startswith('ucxcoll: cannot set up group "0": no network device of this host reaches '
+                                      f"ranks 0, 1 (on host0), which offer eth0 {hosts.address(0)} (this rank "
+                                      "offers eth1 192.168.101.1)"), message
+        assert "UCX  " not in output, output
+        seconds.append(float(elapsed[:-1]))
+    assert max(seconds) < 60, seconds  # far from the 120 s timeout: no rank waited for it
+    print("seconds from init to each rank's error:", seconds)
+
+
+def test_a_host_with_a_setting_it_cannot_use_fails_setup_on_every_rank_naming_it(hosts):
+    # Host 1's ranks ask for docker0, which UCX leaves out (a bridge): they
+    # raise ValueError saying so, and ranks 0 and 1, which would otherwise
+    # wait for them until the group timeout, raise at once naming rank 2.
+    outputs = run_script_on_hosts(hosts, SUM_BODY, env_by_host={1: {"UCXCOLL_NET_DEVICES": "=docker0"}},
+                                  init_may_fail=True)
+    problem = ("UCXCOLL_NET_DEVICES==docker0 names docker0, which is not a network device of this host that is up "
+               "and has an address (this host has lo, eth0, eth1; UCX leaves out the bridge docker0 unless "
+               "UCX_TCP_BRIDGE_ENABLE=y)")
+    seconds = []
+    for rank, output in enumerate(outputs):
+        lines = [line for line in output.splitlines() if line.startswith("INIT_ERROR ")]
+        assert lines, output
+        _, kind, elapsed, message = lines[0].split(" ", 3)
+        if rank < 2:
+            assert kind == "DistBackendError", output
+            assert message == f'ucxcoll: cannot set up group "0": rank 2 (on host1) cannot take part: {problem}'
+        else:
+            assert kind == "ValueError", output
+            assert message == f'ucxcoll: cannot set up group "0": {problem}'
+        seconds.append(float(elapsed[:-1]))
+    assert max(seconds) < 60, seconds
 
 def start_looping_ranks(hosts, tmp_path, *mode: str) -> list:
     """lost_host.py on every rank; returns once the ranks loop (their

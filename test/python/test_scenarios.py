@@ -4,6 +4,7 @@ and idle behaviour: each in its own processes."""
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 
@@ -27,6 +28,19 @@ def python(code: str, **env):
     )
 
 
+def init_one_rank(**env):
+    """init_process_group of a 1-rank group under `env`; prints the
+    ValueError it raises, if any."""
+    return python(
+        "import torch.distributed as dist\n"
+        "try:\n"
+        "    dist.init_process_group('ucxcoll', init_method='tcp://127.0.0.1:%d', rank=0, world_size=1)\n"
+        "except ValueError as error:\n"
+        "    print('ValueError:', error)\n" % free_port(),
+        **env,
+    )
+
+
 @pytest.mark.parametrize("variable,value,expected", [
     ("UCXCOLL_SPIN_US", "4294967296", "an integer from 0 to 1000000 (microseconds)"),
     ("UCXCOLL_SPIN_US", "-5", "an integer from 0 to 1000000 (microseconds)"),
@@ -40,18 +54,45 @@ def python(code: str, **env):
     ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, binomial, pipelined"),
     ("UCXCOLL_ALLTOALL_ALGO", "ring", "one of auto, pairwise, staged"),
     ("UCXCOLL_REDUCE_SCATTER_ALGO", "staged", "one of auto, pairwise, ring"),
+    ("UCXCOLL_NET_DEVICES", "^", "interface names or prefixes separated by commas, optionally after ^ (all but "
+     "these) and = (exact names), as in eth0,eth1 or ^docker,lo or =eth0"),
+    ("UCXCOLL_NET_DEVICES", "eth0,,lo", "interface names or prefixes separated by commas, optionally after ^ (all "
+     "but these) and = (exact names), as in eth0,eth1 or ^docker,lo or =eth0"),
 ])
 def test_a_bad_setting_raises_at_init_naming_the_variable(variable, value, expected):
-    result = python(
-        "import torch.distributed as dist\n"
-        "try:\n"
-        "    dist.init_process_group('ucxcoll', init_method='tcp://127.0.0.1:%d', rank=0, world_size=1)\n"
-        "except ValueError as error:\n"
-        "    print('ValueError:', error)\n" % free_port(),
-        **{variable: value},
-    )
+    result = init_one_rank(**{variable: value})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"ValueError: ucxcoll: invalid setting: {variable}={value}: expected {expected}"
+
+
+def this_hosts_devices() -> str:
+    # As ucxcoll lists them: interfaces that are up with an IPv4 or a
+    # global IPv6 address, bridges left out, in the kernel's order.
+    result = subprocess.run(["ip", "-o", "addr", "show", "up"], capture_output=True, text=True, check=True)
+    names = []
+    for line in result.stdout.splitlines():
+        fields = line.split()
+        name, family, scope = fields[1], fields[2], fields[fields.index("scope") + 1]
+        if (family == "inet" or scope != "link") and not os.path.exists(f"/sys/class/net/{name}/bridge") \
+                and name not in names:
+            names.append(name)
+    return ", ".join(names)
+
+
+@pytest.mark.parametrize("variable,value,problem", [
+    ("UCXCOLL_NET_DEVICES", "=nosuch0", "names nosuch0, which is not a network device of this host that is up and "
+     "has an address"),
+    ("UCXCOLL_NET_DEVICES", "=lo,nosuch0", "names nosuch0, which is not a network device of this host that is up "
+     "and has an address"),
+    ("UCXCOLL_NET_DEVICES", "nosuch", "selects none of this host's network devices that are up and have an address"),
+    ("UCX_NET_DEVICES", "nosuch0", "selects none of this host's network devices that are up and have an address"),
+])
+def test_network_devices_that_this_host_lacks_raise_at_init_listing_what_it_has(variable, value, problem):
+    result = init_one_rank(**{variable: value})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (f'ValueError: ucxcoll: cannot set up group "0": {variable}={value} {problem} '
+                                     f"(this host has {this_hosts_devices()})"), result.stderr
+    assert "UCX  " not in result.stderr, result.stderr
 
 
 def test_autoload_registers_backend_without_import():
@@ -498,6 +539,26 @@ def test_exit_with_a_collective_still_pending_does_not_wait_for_its_deadline():
     )
     assert reports == [{"exiting": True}, {"busy": True}]
     assert "exiting with collectives still pending after 500 ms (UCXCOLL_EXIT_GRACE_MS); aborting them" in outputs[0]
+
+
+@pytest.mark.parametrize("setting,problem", [
+    ("UCXCOLL_SPIN_US=-5", "invalid setting: UCXCOLL_SPIN_US=-5: expected an integer from 0 to 1000000 (microseconds)"),
+    ("UCXCOLL_NET_DEVICES==nosuch0", "UCXCOLL_NET_DEVICES==nosuch0 names nosuch0, which is not a network device of "
+     "this host that is up and has an address"),
+])
+def test_a_rank_that_cannot_take_part_makes_every_other_rank_raise_at_once_naming_it(setting, problem):
+    # Rank 1 alone has a setting it cannot use and raises ValueError at
+    # init. Ranks 0 and 2 would wait for it in the rendezvous until the
+    # store's timeout (30 minutes by default); they raise at once instead,
+    # naming rank 1, its host and its problem.
+    reports = run_scenario("settings_that_differ", world=3, RANK1_SETTING=setting)
+    for rank, report in enumerate(reports):
+        error = report["error"]
+        if rank == 1:
+            assert error.startswith("ValueError: ucxcoll: ") and problem in error, error
+        else:
+            assert error.startswith('DistBackendError: ucxcoll: cannot set up group "0": rank 1 (on '
+                                    f'{socket.gethostname()}) cannot take part: {problem}'), error
 
 
 @pytest.mark.parametrize("setting,default,world", [

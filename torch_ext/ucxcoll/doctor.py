@@ -43,7 +43,7 @@ def _facts() -> list[tuple[str, str]]:
         facts.append(("CMA single-copy", f"restricted (ptrace_scope={ptrace}): UCX falls back to copies via shared memory"))
     shm = shutil.disk_usage("/dev/shm") if os.path.isdir("/dev/shm") else None
     facts.append(("/dev/shm", f"{shm.free >> 20} MiB free of {shm.total >> 20} MiB" if shm else "missing"))
-    for name in ("UCX_TLS", "UCX_NET_DEVICES", "UCXCOLL_LOG_LEVEL", "UCXCOLL_SPIN_US"):
+    for name in ("UCX_TLS", "UCX_NET_DEVICES", "UCXCOLL_NET_DEVICES", "UCXCOLL_LOG_LEVEL", "UCXCOLL_SPIN_US"):
         if os.environ.get(name):
             facts.append((name, os.environ[name]))
     return facts
