@@ -3,6 +3,15 @@ side by side (CPU tensors), or ucxcoll and nccl (--device cuda).
 
     python benchmarks/bench_collectives.py [--nproc 2] [--ops ...] [--sizes ...] [--json out.json]
     python benchmarks/bench_collectives.py --device cuda --nproc <GPUs>
+    python benchmarks/bench_collectives.py --hosts 2 --nproc 2   (as root)
+
+With --hosts H the ranks run on H simulated hosts (scripts/hosts.sh:
+network namespaces joined by a bridge, so that only TCP over the hosts'
+veth links crosses between them), --nproc on each, placed as torchrun
+places them (ranks 0..nproc-1 on host 0, ...); gloo uses the hosts' eth0.
+The same run first measures the link itself between host 0 and host 1:
+a plain TCP stream (GB/s, one way) and an 8-byte TCP ping-pong (us one
+way), the bounds that the cross-host figures are read against.
 
 With --device cuda each rank takes cuda:<rank> and joins a ucxcoll group and
 an nccl group; ucxcoll hands CUDA tensors to torch's ProcessGroupNCCL, so the
@@ -16,10 +25,10 @@ ranks first meet in a barrier of the backend being measured, then rank 0
 times one operation; the table shows the median after warm-up.
 
 Operations: all_gather_into_tensor, all_gather, all_reduce,
-reduce_scatter_tensor, all_to_all_single, and (root 0) reduce, gather,
-scatter, on every rank; and between ranks 0 and 1 (the others wait):
+reduce_scatter_tensor, all_to_all_single, and (root 0) broadcast, reduce,
+gather, scatter, on every rank; and between ranks 0 and 1 (the others wait):
 ping_pong (rank 0 sends, rank 1 sends it back; the time shown is half the
-round trip) and bidirectional (both isend and irecv at once; the time of
+round trip; across hosts rank 0 and the first rank of host 1) and bidirectional (both isend and irecv at once; the time of
 the exchange).
 
 size      bytes per rank (the input of all_gather, gather, reduce_scatter
@@ -27,8 +36,8 @@ size      bytes per rank (the input of all_gather, gather, reduce_scatter
           output of scatter; the message of ping_pong/bidirectional)
 busbw     bus bandwidth as nccl-tests define it: all_gather, gather and
           scatter move (n-1)/n x all ranks' bytes, all_reduce 2(n-1)/n x
-          buffer, reduce_scatter and all_to_all (n-1)/n x input, reduce
-          the buffer; ping_pong: size / one-way time; bidirectional:
+          buffer, reduce_scatter and all_to_all (n-1)/n x input, broadcast
+          and reduce the buffer; ping_pong: size / one-way time; bidirectional:
           2 x size / time
 speedup   reference (gloo, or nccl for --device cuda) median / ucxcoll
           median (> 1: ucxcoll is faster)
@@ -45,7 +54,7 @@ import time
 
 SIZES = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20]
 OPERATIONS = ["all_gather_into_tensor", "all_gather", "all_reduce", "reduce_scatter_tensor", "all_to_all_single",
-              "reduce", "gather", "scatter", "ping_pong", "bidirectional"]
+              "broadcast", "reduce", "gather", "scatter", "ping_pong", "bidirectional"]
 
 
 def iterations_for(size: int) -> tuple[int, int]:
@@ -76,6 +85,9 @@ def run_rank(args) -> None:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
         torch.cuda.set_device(device)
     reference = reference_backend(args.device)
+    # ping_pong and bidirectional: rank 0 and the first rank of the next
+    # host (rank 1 on one host).
+    partner = world // int(os.environ.get("BENCH_HOSTS", "1")) if int(os.environ.get("BENCH_HOSTS", "1")) > 1 else 1
     groups = {"ucxcoll": dist.group.WORLD, reference: dist.new_group(backend=reference)}
     rows = []
     for operation in args.ops:
@@ -89,7 +101,7 @@ def run_rank(args) -> None:
             row = {"operation": operation, "bytes": count * 4, "world_size": world, "device": args.device}
             incoming = torch.empty(count, dtype=torch.float32, device=device)
             for backend, group in groups.items():
-                peer = 1 - rank if rank < 2 else None
+                peer = {0: partner, partner: 0}.get(rank)
                 if operation == "all_gather_into_tensor":
                     def step(): dist.all_gather_into_tensor(output, tensor, group=group)
                 elif operation == "all_gather":
@@ -102,6 +114,8 @@ def run_rank(args) -> None:
                 elif operation == "all_to_all_single":
                     exchanged = torch.empty_like(tensor)
                     def step(): dist.all_to_all_single(exchanged, tensor, group=group)
+                elif operation == "broadcast":
+                    def step(): dist.broadcast(tensor, src=0, group=group)
                 elif operation == "reduce":
                     def step(): dist.reduce(tensor, dst=0, group=group)
                 elif operation == "gather":
@@ -111,9 +125,9 @@ def run_rank(args) -> None:
                 elif operation == "ping_pong":
                     def step():
                         if rank == 0:
-                            dist.send(tensor, dst=1, group=group)
-                            dist.recv(incoming, src=1, group=group)
-                        elif rank == 1:
+                            dist.send(tensor, dst=partner, group=group)
+                            dist.recv(incoming, src=partner, group=group)
+                        elif rank == partner:
                             dist.recv(incoming, src=0, group=group)
                             dist.send(incoming, dst=0, group=group)
                 else:  # bidirectional
@@ -144,7 +158,7 @@ def run_rank(args) -> None:
                     factor = 2 * (world - 1) / world
                 elif operation in ("reduce_scatter_tensor", "all_to_all_single"):
                     factor = (world - 1) / world
-                elif operation == "reduce":
+                elif operation in ("reduce", "broadcast"):
                     factor = 1
                 else:  # all_gather, gather, scatter
                     factor = world - 1
@@ -159,7 +173,9 @@ def run_rank(args) -> None:
                 print_row(row, flush=True)
     if rank == 0 and args.json:
         with open(args.json, "w") as out:
-            json.dump({"world_size": world, "torch": torch.__version__, "rows": rows}, out, indent=1)
+            json.dump({"world_size": world, "hosts": int(os.environ.get("BENCH_HOSTS", "1")),
+                       "link": json.loads(os.environ.get("BENCH_LINK", "null")), "torch": torch.__version__,
+                       "rows": rows}, out, indent=1)
     dist.destroy_process_group()
 
 
@@ -181,22 +197,94 @@ def print_row(row, flush=False) -> None:
           f"{u['busbw_gbps']:>12.2f} | {g['busbw_gbps']:>9.2f} | {row['speedup']:>6.2f}x |", flush=flush)
 
 
+HOSTS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "hosts.sh")
+PROBE_PORT = 29533
+
+
+def probe_server() -> None:
+    """On host 1: answers the link probe (a ping-pong, then a stream it sinks)."""
+    server = socket.create_server(("0.0.0.0", PROBE_PORT))
+    print("listening", flush=True)
+    connection, _ = server.accept()
+    connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while (message := connection.recv(8, socket.MSG_WAITALL)) != b"stream..":
+        connection.sendall(message)
+    buffer = bytearray(4 << 20)
+    while connection.recv_into(buffer):
+        pass
+    connection.sendall(b"done")
+
+
+def probe_client(address: str) -> None:
+    """On host 0: measures the link to host 1 and prints it as JSON."""
+    connection = socket.create_connection((address, PROBE_PORT))
+    connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    round_trips = []
+    for _ in range(2000):
+        start = time.perf_counter()
+        connection.sendall(b"pingpong")
+        connection.recv(8, socket.MSG_WAITALL)
+        round_trips.append(time.perf_counter() - start)
+    connection.sendall(b"stream..")
+    chunk = bytes(4 << 20)
+    sent, start = 0, time.perf_counter()
+    while time.perf_counter() - start < 3:
+        connection.sendall(chunk)
+        sent += len(chunk)
+    connection.shutdown(socket.SHUT_WR)
+    connection.recv(4, socket.MSG_WAITALL)
+    elapsed = time.perf_counter() - start
+    print(json.dumps({"tcp_stream_gbps": sent / elapsed / 1e9,
+                      "tcp_one_way_us": statistics.median(round_trips[200:]) / 2 * 1e6}), flush=True)
+
+
+def measure_link(rig: str) -> dict:
+    run_on = lambda host, *command: [HOSTS_SCRIPT, "run", str(host), rig, "--", sys.executable, __file__, *command]
+    server = subprocess.Popen(run_on(1, "--probe-server"), stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "listening"
+        result = subprocess.run(run_on(0, "--probe-client", "10.231.0.2"), capture_output=True, text=True,
+                                check=True, timeout=60)
+        return json.loads(result.stdout.strip().splitlines()[-1])
+    finally:
+        server.wait(timeout=30)
+
+
 def launch(args) -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    print(f"# {args.nproc} ranks on one machine ({args.device} tensors); median of timed iterations after warm-up")
-    table_header = header(reference_backend(args.device))
-    print(table_header)
-    print("|" + "|".join("-" * (len(c)) for c in table_header.split("|")[1:-1]) + "|", flush=True)
-    procs = []
-    for rank in range(args.nproc):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        command = [sys.executable, __file__, "--worker", "--device", args.device, "--ops", *args.ops,
-                   "--sizes", *map(str, args.sizes), "--json", args.json]
-        procs.append(subprocess.Popen(command, env=env))
-    return max(proc.wait() for proc in procs)
+    hosts = max(1, args.hosts)
+    world = args.nproc * hosts
+    rig = f"ucxb{os.getpid()}"
+    if args.hosts:
+        subprocess.run([HOSTS_SCRIPT, "up", str(hosts), rig], check=True)
+    try:
+        store_address = "10.231.0.1" if args.hosts else "127.0.0.1"
+        link = measure_link(rig) if args.hosts else None
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        where = f"{hosts} simulated hosts x {args.nproc} ranks" if args.hosts else f"{args.nproc} ranks on one machine"
+        print(f"# {where} ({args.device} tensors); median of timed iterations after warm-up")
+        if link:
+            print(f"# the link between two hosts: TCP stream {link['tcp_stream_gbps']:.2f} GB/s one way, "
+                  f"8 B TCP ping-pong {link['tcp_one_way_us']:.1f} us one way")
+        table_header = header(reference_backend(args.device))
+        print(table_header)
+        print("|" + "|".join("-" * (len(c)) for c in table_header.split("|")[1:-1]) + "|", flush=True)
+        procs = []
+        for rank in range(world):
+            env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank % args.nproc),
+                       LOCAL_WORLD_SIZE=str(args.nproc), MASTER_ADDR=store_address, MASTER_PORT=str(port),
+                       BENCH_HOSTS=str(hosts), BENCH_LINK=json.dumps(link))
+            command = [sys.executable, __file__, "--worker", "--device", args.device, "--ops", *args.ops,
+                       "--sizes", *map(str, args.sizes), "--json", os.path.abspath(args.json) if args.json else ""]
+            if args.hosts:
+                env["GLOO_SOCKET_IFNAME"] = "eth0"
+                command = [HOSTS_SCRIPT, "run", str(rank // args.nproc), rig, "--", *command]
+            procs.append(subprocess.Popen(command, env=env))
+        return max(proc.wait() for proc in procs)
+    finally:
+        if args.hosts:
+            subprocess.run([HOSTS_SCRIPT, "down", rig])
 
 
 def main() -> None:
@@ -208,8 +296,18 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=SIZES)
     parser.add_argument("--json", default="benchmarks/results/bench_collectives.json",
                         help="where to write the results ('' for nowhere)")
+    parser.add_argument("--hosts", type=int, default=0,
+                        help="run on this many simulated hosts, --nproc ranks each (root; scripts/hosts.sh)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--probe-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--probe-client", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.probe_server:
+        probe_server()
+        return
+    if args.probe_client:
+        probe_client(args.probe_client)
+        return
     if args.worker or "TORCHELASTIC_RUN_ID" in os.environ:
         run_rank(args)
         return
