@@ -2,7 +2,7 @@
 // its deadline, the rank asks every other rank of the group what it is doing
 // there, and its TimeoutError lists the answers, e.g.
 //
-//   all_reduce #1 on group "0" (rank 0 of 3, timeout 2000 ms) timed out: no
+//   all_reduce #1 on group "0" (rank 0 of 3, timeout 2000 ms) timed out after 2000 ms: no
 //   data from rank(s) [1, 2]; what the ranks of the group are doing:
 //     rank 0 (this rank): last completed collective #0; in all_reduce #1
 //       (SUM, ring algorithm), 4 MiB of float32, no data from rank(s) [1, 2]
@@ -205,7 +205,7 @@ bool Engine::startDesyncReport(Operation& op) {
       }
     }
     std::ostringstream report;
-    report << timedOut.name() << " timed out: " << timedOut.describeMissingPeers()
+    report << timedOut.name() << timedOut.timedOutAfter() << timedOut.describeMissingPeers()
            << "; what the ranks of the group are doing:\n  rank " << group.rank()
            << " (this rank): " << describeState(group);
     for (const auto& [state, ranks] : states) {

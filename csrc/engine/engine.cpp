@@ -819,7 +819,7 @@ void Engine::housekeeping(Clock::time_point now) {
         continue;  // it fails once the report is in (unless it completes meanwhile)
       }
       op.fail(std::make_exception_ptr(
-          TimeoutError(op.name() + " timed out: " + op.describeMissingPeers(), op.silentPeers())));
+          TimeoutError(op.name() + op.timedOutAfter() + op.describeMissingPeers(), op.silentPeers())));
     }
     review(op);
   }

@@ -91,6 +91,9 @@ class Operation {
   // when first needed (not on the fast path).
   const std::string& name() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // " timed out after 2000 ms: ", the words gloo's and torch's timeouts
+  // use, which tools and log searches (torchft's among them) look for.
+  std::string timedOutAfter() const { return " timed out after " + std::to_string(timeout_.count()) + " ms: "; }
 
   // Set once the operation has completed; waiters use it (Engine::wait).
   Completion& completion() { return *completion_; }

@@ -162,7 +162,7 @@ TEST_CASE("engine: a timed-out collective reports what every rank of its group i
           300ms);
       std::string message = messageOf<TimeoutError>([&] { timedOut.wait(); });
       CHECK_THAT(message, Catch::Matchers::StartsWith("all_gather #1 on group \"g\" (rank 0 of 4, timeout 300 ms) "
-                                                      "timed out: no data from rank(s) [1, 2]; what the ranks of "
+                                                      "timed out after 300 ms: no data from rank(s) [1, 2]; what the ranks of "
                                                       "the group are doing:\n"
                                                       "  rank 0 (this rank): last completed collective #0; in "
                                                       "all_gather #1 (direct algorithm), no data from rank(s) [1, 2]\n"

@@ -496,7 +496,7 @@ def error_timeout_names_the_missing_rank(ctx: Context) -> None:
         return  # rank 0 never joins the collective
     expect_error(
         dist.DistBackendError,
-        ["all_reduce #0", "timeout 2000 ms", "timed out", "no data from rank(s) [0"],
+        ["all_reduce #0", "timeout 2000 ms", "timed out after 2000 ms: no data from rank(s) [0"],
         lambda: dist.all_reduce(torch.ones(4), group=group),
     )
     expect_error(dist.DistBackendError, ["failed earlier", "timed out"], lambda: dist.all_reduce(torch.ones(4), group=group))
@@ -511,7 +511,7 @@ def error_timeout_reports_what_every_rank_is_doing(ctx: Context) -> None:
     if ctx.rank == 0:
         fragments = [
             "all_reduce #1 on group",
-            "timeout 2000 ms) timed out: no data from rank(s) [",
+            "timeout 2000 ms) timed out after 2000 ms: no data from rank(s) [",
             "; what the ranks of the group are doing:\n"
             "  rank 0 (this rank): last completed collective #0; in all_reduce #1 (SUM, ",
             " algorithm), 4 MiB of float32, no data from rank(s) [",
@@ -527,7 +527,7 @@ def error_timeout_reports_what_every_rank_is_doing(ctx: Context) -> None:
             dist.DistBackendError,
             [
                 "recv #0 from rank 0 (tag 7)",
-                "timeout 6000 ms) timed out: no data from rank(s) [0]; what the ranks of the group are doing:\n"
+                "timeout 6000 ms) timed out after 6000 ms: no data from rank(s) [0]; what the ranks of the group are doing:\n"
                 "  rank 1 (this rank): last completed collective #0; in no collective of this group; "
                 "point-to-point in flight: recv #0 from rank 0 (tag 7)",
                 "\n  rank 0: last completed collective #0; in no collective of this group; this group failed: "

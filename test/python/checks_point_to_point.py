@@ -297,12 +297,12 @@ def error_peer_that_never_sends_ends_in_the_deadline_error_naming_it(ctx: Contex
     if ctx.rank == 1:
         expect_error(
             dist.DistBackendError,
-            ["recv #0 from rank 0 (tag 3)", "timeout 2000 ms", "timed out: no data from rank(s) [0]"],
+            ["recv #0 from rank 0 (tag 3)", "timeout 2000 ms", "timed out after 2000 ms: no data from rank(s) [0]"],
             lambda: dist.recv(torch.empty(4), src=0, tag=3, group=group),
         )
         expect_error(
             dist.DistBackendError,
-            ["from any rank (tag 4)", "timed out: no message from any rank"],
+            ["from any rank (tag 4)", "timed out after 2000 ms: no message from any rank"],
             lambda: dist.recv(torch.empty(4), tag=4, group=group),
         )
     dist.barrier(group=ctx.gloo)
