@@ -392,3 +392,29 @@ def test_a_rank_on_another_host_that_is_late_but_alive_is_waited_for(hosts):
     """
     for output in run_script_on_hosts(hosts, body, UCXCOLL_PEER_LIVENESS_MS="2000"):
         assert "SUM [6.0, 6.0, 6.0]" in output, output
+
+
+def test_an_idle_group_across_hosts_costs_almost_no_cpu(hosts):
+    # Between operations nothing polls and no liveness question goes out
+    # (only a waiting operation asks): 4 s idle after an all_reduce. The
+    # bound is loose (a busy-polling engine would use a whole core); the
+    # figures are printed.
+    body = """
+        import resource
+        dist.all_reduce(torch.ones(1000))  # engine up, connections made
+        before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+        time.sleep(4.0)
+        after, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic() - wall_before
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        tensor = torch.full((3,), float(rank))
+        dist.all_reduce(tensor)
+        print("IDLE", cpu / wall, "SUM", tensor.tolist(), flush=True)
+    """
+    shares = []
+    for output in run_script_on_hosts(hosts, body):
+        line = next(line for line in output.splitlines() if line.startswith("IDLE "))
+        _, share, _, total = line.split(" ", 3)
+        assert total == "[6.0, 6.0, 6.0]", output
+        assert float(share) < 0.1, output
+        shares.append(round(float(share) * 100, 2))
+    print("idle CPU, % of a core per rank:", shares)
