@@ -5,6 +5,7 @@
 #   scripts/hosts.sh run I [RIG] -- CMD run CMD "on host I" (exit status is CMD's)
 #   scripts/hosts.sh address I          host I's address (10.231.0.(I+1))
 #   scripts/hosts.sh extras I [RIG]     give host I the interfaces real hosts have besides their link
+#   scripts/hosts.sh readdress I DEV ADDR/PREFIX [RIG]  give host I's DEV this address instead
 #   scripts/hosts.sh cut I [RIG]        take host I's link down
 #   scripts/hosts.sh heal I [RIG]       bring it back up
 #   scripts/hosts.sh down [RIG]         remove everything RIG made (always safe to run)
@@ -121,6 +122,13 @@ extras() {
   ip -n "$ns" link set eth1-end up
 }
 
+readdress() {
+  local host="$1" device="$2" address="$3"
+  rig_names "${4:-}"
+  ip -n "$(host_ns "$host")" addr flush dev "$device"
+  ip -n "$(host_ns "$host")" addr add "$address" dev "$device"
+}
+
 set_link() {
   local host="$1" state="$2"
   rig_names "${3:-}"
@@ -147,12 +155,13 @@ case "$command" in
   run) run_on "$@" ;;
   address) address "$1" ;;
   extras) extras "$@" ;;
+  readdress) readdress "$@" ;;
   cut) set_link "$1" down "${2:-}" ;;
   heal) set_link "$1" up "${2:-}" ;;
   down) down "${1:-}" ;;
   check) check ;;
   *)
-    sed -n '2,11p' "$0" >&2
+    sed -n '2,12p' "$0" >&2
     exit 2
     ;;
 esac

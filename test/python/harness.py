@@ -209,6 +209,10 @@ class SimulatedHosts:
         host) on host `host`: see scripts/hosts.sh."""
         subprocess.run([str(self.SCRIPT), "extras", str(host), self.rig], check=True)
 
+    def readdress(self, host: int, device: str, address: str) -> None:
+        """Host `host`'s `device` gets `address` ("a.b.c.d/prefix") instead."""
+        subprocess.run([str(self.SCRIPT), "readdress", str(host), device, address, self.rig], check=True)
+
     def cut(self, host: int) -> None:
         subprocess.run([str(self.SCRIPT), "cut", str(host), self.rig], check=True)
 

@@ -223,12 +223,32 @@ def test_network_devices_chosen_by_a_list_are_used_and_reported(hosts, variable,
 
 
 def test_a_host_whose_ranks_offer_an_interface_that_reaches_nobody_fails_setup_on_every_rank(hosts):
-    # Host 1's ranks offer only eth1, which no other host reaches: setup
-    # fails on all four ranks at once (the group timeout is 120 s), each
-    # naming the ranks it cannot reach, their host, what they offer and
-    # what it offers itself; UCX prints nothing.
+    # Host 1's ranks offer only eth1, which no other host reaches (no
+    # route): setup fails on all four ranks at once (the group timeout is
+    # 120 s), each naming the ranks it cannot reach, their host, what they
+    # offer and what it offers itself; UCX prints nothing.
     outputs = run_script_on_hosts(hosts, SUM_BODY, env_by_host={1: {"UCXCOLL_NET_DEVICES": "=eth1"}},
                                   init_may_fail=True)
+    assert_every_rank_names_the_other_host(hosts, outputs, host1_offers="eth1 192.168.101.1")
+
+
+def test_hosts_whose_interfaces_share_a_subnet_but_no_link_fail_setup_on_every_rank(hosts):
+    # Both hosts offer only eth1, and host 1's eth1 is put in host 0's
+    # eth1 subnet: each has a route to the other's address, but no packet
+    # gets there (no link). UCX finds that out while it connects (a few
+    # seconds: the neighbour lookup gives up); the same error as above.
+    hosts.readdress(1, "eth1", "192.168.100.2/24")
+    try:
+        outputs = run_script_on_hosts(hosts, SUM_BODY, init_may_fail=True, UCXCOLL_NET_DEVICES="=eth1")
+    finally:
+        hosts.readdress(1, "eth1", "192.168.101.1/24")
+    assert_every_rank_names_the_other_host(hosts, outputs, host0_offers="eth1 192.168.100.1",
+                                           host1_offers="eth1 192.168.100.2")
+
+
+def assert_every_rank_names_the_other_host(hosts, outputs: list[str], host1_offers: str,
+                                           host0_offers: str | None = None) -> None:
+    host0_offers = host0_offers or f"eth0 {hosts.address(0)}"
     seconds = []
     for rank, output in enumerate(outputs):
         lines = [line for line in output.splitlines() if line.startswith("INIT_ERROR ")]
@@ -237,13 +257,13 @@ def test_a_host_whose_ranks_offer_an_interface_that_reaches_nobody_fails_setup_o
         assert kind == "DistBackendError", output
         if rank < 2:
             assert message.startswith('ucxcoll: cannot set up group "0": no network device of this host reaches '
-                                      "ranks 2, 3 (on host1), which offer eth1 192.168.101.1 (this rank offers "
-                                      f"eth0 {hosts.address(0)}); choose network devices that connect the hosts "
+                                      f"ranks 2, 3 (on host1), which offer {host1_offers} (this rank offers "
+                                      f"{host0_offers}); choose network devices that connect the hosts "
                                       "with UCXCOLL_NET_DEVICES on every host"), message
         else:
             assert message.startswith('ucxcoll: cannot set up group "0": no network device of this host reaches '
-                                      f"ranks 0, 1 (on host0), which offer eth0 {hosts.address(0)} (this rank "
-                                      "offers eth1 192.168.101.1)"), message
+                                      f"ranks 0, 1 (on host0), which offer {host0_offers} (this rank "
+                                      f"offers {host1_offers})"), message
         assert "UCX  " not in output, output
         seconds.append(float(elapsed[:-1]))
     assert max(seconds) < 60, seconds  # far from the 120 s timeout: no rank waited for it
