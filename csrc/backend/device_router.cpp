@@ -129,6 +129,19 @@ c10d::Backend& DeviceRouter::gpu() {
 #ifdef C10D_BACKEND_HAS_HOOKS
   registerHooksOn(*made);
 #endif
+  bool timing = false;
+  std::function<void(std::shared_ptr<c10d::WorkInfo>)> onCompletion;
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    timing = collectivesTiming_;
+    onCompletion = onCompletionHook_;
+  }
+  if (timing) {
+    made->enableCollectivesTiming();
+  }
+  if (onCompletion) {
+    made->registerOnCompletionHook(std::move(onCompletion));
+  }
   return *made;
 }
 
@@ -540,6 +553,42 @@ void DeviceRouter::registerHooksOn(c10d::Backend& gpu) {
   }
 }
 #endif
+
+void DeviceRouter::registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  c10::intrusive_ptr<c10d::Backend> gpu;
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    TORCH_CHECK_VALUE(!onCompletionHook_, "ucxcoll: this process group has an onCompletion hook already");
+    onCompletionHook_ = hook;  // c10d::Backend::hasHooks(), and for a GPU backend made later
+    gpu = gpu_;
+  }
+  if (gpu) {
+    auto forGpu = hook;
+    gpu->registerOnCompletionHook(std::move(forGpu));
+  }
+  cpu_->registerOnCompletionHook(std::move(hook));
+}
+
+void DeviceRouter::waitForPendingWorks() {
+  cpu_->waitForPendingWorks();
+  c10::intrusive_ptr<c10d::Backend> gpu = gpuBackendIfCreated();
+  if (gpu && gpu->hasHooks()) {
+    gpu->waitForPendingWorks();
+  }
+}
+
+void DeviceRouter::enableCollectivesTiming() {
+  c10::intrusive_ptr<c10d::Backend> gpu;
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    collectivesTiming_ = true;
+    gpu = gpu_;
+  }
+  if (gpu) {
+    gpu->enableCollectivesTiming();
+  }
+  cpu_->enableCollectivesTiming();
+}
 
 #ifdef C10D_BACKEND_HAS_WINDOW
 bool DeviceRouter::supportsWindow() const {

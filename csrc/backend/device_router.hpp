@@ -172,6 +172,13 @@ class DeviceRouter : public c10d::Backend {
   void unregisterCompletionHook(int64_t hookId) override;
 #endif
 
+  // torch's onCompletion hook and collective timing (see UcxBackend): the
+  // UCX side's, and the GPU backend's once it exists (it gets them when it
+  // is made). waitForPendingWorks() waits on both.
+  void registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+  void waitForPendingWorks() override;
+  void enableCollectivesTiming() override;
+
 #ifdef C10D_BACKEND_HAS_WINDOW
   // Windows (one-sided operations) are the GPU backend's (ProcessGroupNCCL2
   // has them): supported once the group's CUDA side exists (first CUDA
@@ -223,6 +230,7 @@ class DeviceRouter : public c10d::Backend {
   // Hands the hooks registered so far to a GPU backend just made.
   void registerHooksOn(c10d::Backend& gpu);
 #endif
+  bool collectivesTiming_ = false;         // guarded by gpuMutex_; for a GPU backend made later
   bool reconfigured_ = false;              // guarded by gpuMutex_
   c10::intrusive_ptr<c10d::Backend> gpu_;  // set once, never reset
 

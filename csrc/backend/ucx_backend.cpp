@@ -185,6 +185,67 @@ void UcxBackend::unregisterCompletionHook(int64_t hookId) {
 }
 #endif
 
+void UcxBackend::registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  std::lock_guard<std::mutex> lock(onCompletion_->mutex);
+  TORCH_CHECK_VALUE(!onCompletion_->hook, "ucxcoll: this process group has an onCompletion hook already");
+  onCompletion_->hook = hook;
+  onCompletionHook_ = std::move(hook);  // c10d::Backend::hasHooks()
+  onCompletion_->registered.store(true, std::memory_order_release);
+}
+
+void UcxBackend::waitForPendingWorks() {
+  std::unique_lock<std::mutex> lock(onCompletion_->mutex);
+  onCompletion_->drained.wait(lock, [this] { return onCompletion_->pending == 0; });
+}
+
+void UcxBackend::reportCompletion(Operation& op, c10d::OpType opType, uint64_t sequence) {
+  if (!onCompletion_->registered.load(std::memory_order_acquire)) {
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(onCompletion_->mutex);
+    ++onCompletion_->pending;
+  }
+  const Clock::time_point started = Clock::now();
+  op.onComplete = [started, opType, sequence, tracker = onCompletion_,
+                   completeFuture = std::move(op.onComplete)](std::exception_ptr error) {
+    completeFuture(error);
+    const Clock::time_point finished = Clock::now();
+    std::lock_guard<std::mutex> lock(tracker->mutex);
+    tracker->completed.push_back(
+        error ? nullptr
+              : std::make_shared<c10d::WorkInfo>(opType, sequence, started, finished,
+                                                 std::chrono::duration<float>(finished - started)));
+    if (!tracker->calling) {
+      tracker->calling = true;
+      // Never on the driver: the hook may be a Python callable.
+      FutureCompleter::instance().post([tracker] { tracker->callHook(); });
+    }
+  };
+}
+
+void UcxBackend::OnCompletion::callHook() {
+  std::unique_lock<std::mutex> lock(mutex);
+  while (!completed.empty()) {
+    std::shared_ptr<c10d::WorkInfo> info = std::move(completed.front());
+    completed.pop_front();
+    auto call = hook;
+    lock.unlock();
+    if (info && call) {
+      try {
+        call(std::move(info));
+      } catch (const std::exception& raised) {
+        UCXCOLL_WARN("the onCompletion hook raised: " << raised.what());
+      }
+    }
+    lock.lock();
+    if (--pending == 0) {
+      drained.notify_all();
+    }
+  }
+  calling = false;
+}
+
 void UcxBackend::abort() {
   abortHooks_->run("the process group is being aborted");
   if (engine_) {
@@ -246,6 +307,7 @@ c10::intrusive_ptr<UcxWork> UcxBackend::makeWork(Operation& op, c10d::OpType opT
                                            std::move(resultType), sequence);
   op.onComplete = [work](std::exception_ptr error) { work->completeFuture(error); };
   op.onSucceeded = [work, listeners = completionListeners_] { work->noteSucceeded(*listeners); };
+  reportCompletion(op, opType, sequence);
   if (coalescing_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(coalescingMutex_);
     if (coalescing_.load(std::memory_order_relaxed)) {

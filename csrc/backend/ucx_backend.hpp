@@ -12,6 +12,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -167,6 +170,19 @@ class UcxBackend : public c10d::Backend {
   void unregisterCompletionHook(int64_t hookId) override;
 #endif
 
+  // torch's onCompletion hook (ProcessGroup._register_on_completion_hook,
+  // as ProcessGroupNCCL has it): told a c10d::WorkInfo (operation type,
+  // sequence number, submission and completion times, the time between)
+  // of every operation that succeeded, on one of ucxcoll's future threads
+  // (it may take the GIL). One hook per group. waitForPendingWorks() returns
+  // once every operation submitted while a hook was registered has
+  // completed and its hook call has returned (destroy_process_group calls
+  // it when hooks are registered). enableCollectivesTiming() is accepted:
+  // durations are always measured (Work.get_duration()).
+  void registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+  void waitForPendingWorks() override;
+  void enableCollectivesTiming() override {}
+
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
   // Continue on a new set of members (reconfigure.cpp): every member calls
   // reconfigure() with the same uuid and handles (get_reconfigure_handle()
@@ -234,6 +250,22 @@ class UcxBackend : public c10d::Backend {
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();
   std::shared_ptr<AbortHooks> abortHooks_ = std::make_shared<AbortHooks>();
   std::shared_ptr<CompletionListeners> completionListeners_ = std::make_shared<CompletionListeners>();
+  // The onCompletion hook and the operations whose hook calls are pending.
+  // Completions queue up in the order they happen (on the driver); one
+  // future thread at a time calls the hook for them, in that order.
+  struct OnCompletion {
+    std::mutex mutex;
+    std::condition_variable drained;
+    std::function<void(std::shared_ptr<c10d::WorkInfo>)> hook;  // guarded by mutex
+    std::size_t pending = 0;                                    // submitted, hook not yet called; guarded by mutex
+    std::deque<std::shared_ptr<c10d::WorkInfo>> completed;      // null: failed; guarded by mutex
+    bool calling = false;                                       // a thread calls the hook; guarded by mutex
+    std::atomic<bool> registered{false};
+    void callHook();
+  };
+  std::shared_ptr<OnCompletion> onCompletion_ = std::make_shared<OnCompletion>();
+  // Makes `work`'s completion call the onCompletion hook, if one is registered.
+  void reportCompletion(Operation& op, c10d::OpType opType, uint64_t sequence);
 
   mutable std::mutex submitMutex_;      // makes "take a sequence number, submit" atomic
   bool closed_ = false;                 // guarded by submitMutex_

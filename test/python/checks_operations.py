@@ -9,6 +9,7 @@ has the operation itself (SUM on float32), its result is compared too.
 Run at world sizes 1 to 4 by test_operations.py.
 """
 
+import time
 from datetime import timedelta
 
 import torch
@@ -448,6 +449,47 @@ def split_group_runs_collectives_on_the_halves(ctx: Context) -> None:
     backend = group._get_backend(torch.device("cpu"))
     assert backend.name() == "ucxcoll"
     dist.destroy_process_group(group)
+
+
+@check()
+def on_completion_hook_reports_every_operation_in_order_and_destroy_waits_for_it(ctx: Context) -> None:
+    # torch's onCompletion hook (as ProcessGroupNCCL has it): one WorkInfo
+    # per operation that succeeded, in order, off the caller's thread;
+    # _wait_for_pending_works (which destroy_process_group calls when hooks
+    # are registered) returns only once every hook call has returned.
+    import threading
+
+    group = dist.new_group(backend="ucxcoll")
+    assert not group._has_hooks()
+    seen, threads = [], set()
+
+    def hook(info) -> None:
+        time.sleep(0.02)  # a slow hook: the wait below must wait for it
+        threads.add(threading.get_ident())
+        seen.append((info.op_type, info.seq, info.time_finished >= info.time_started,
+                     info.active_duration >= timedelta(0)))
+
+    group._enable_collectives_timing()
+    group._register_on_completion_hook(hook)
+    assert group._has_hooks()
+    tensor = torch.ones(4)
+    dist.all_reduce(tensor, group=group)
+    dist.broadcast(tensor, src=0, group=group)
+    dist.barrier(group=group)
+    dist.all_gather_into_tensor(torch.empty(4 * ctx.world), tensor, group=group, async_op=True).wait()
+    group._wait_for_pending_works()
+    op = dist.distributed_c10d.OpType if hasattr(dist.distributed_c10d, "OpType") else torch._C._distributed_c10d.OpType
+    kinds = [kind for kind, _, _, _ in seen]
+    assert kinds == [op.ALLREDUCE, op.BROADCAST, op.BARRIER, op._ALLGATHER_BASE], kinds
+    sequences = [sequence for _, sequence, _, _ in seen]
+    assert sequences == sorted(sequences) and len(set(sequences)) == 4, sequences
+    assert all(ordered and positive for _, _, ordered, positive in seen), seen
+    assert threading.get_ident() not in threads
+    expect_error(ValueError, ["ucxcoll: this process group has an onCompletion hook already"],
+                 lambda: group._register_on_completion_hook(hook))
+    dist.all_reduce(tensor, group=group)
+    dist.destroy_process_group(group)  # waits for the last hook call
+    assert len(seen) == 5, seen
 
 
 @check()
