@@ -161,16 +161,17 @@ TEST_CASE("engine: a timed-out collective reports what every rank of its group i
           },
           300ms);
       std::string message = messageOf<TimeoutError>([&] { timedOut.wait(); });
-      CHECK_THAT(message, Catch::Matchers::StartsWith("all_gather #1 on group \"g\" (rank 0 of 4, timeout 300 ms) "
-                                                      "timed out after 300 ms: no data from rank(s) [1, 2]; what the ranks of "
-                                                      "the group are doing:\n"
-                                                      "  rank 0 (this rank): last completed collective #0; in "
-                                                      "all_gather #1 (direct algorithm), no data from rank(s) [1, 2]\n"
-                                                      "  rank 1: last completed collective #0; in no collective of "
-                                                      "this group\n"
-                                                      "  rank 2: last completed collective #0; in barrier #1 "
-                                                      "(dissemination algorithm), no data from rank(s) [1]\n"
-                                                      "  rank 3: no answer within 1000 ms"));
+      CHECK_THAT(message,
+                 Catch::Matchers::StartsWith("all_gather #1 on group \"g\" (rank 0 of 4, timeout 300 ms) "
+                                             "timed out after 300 ms: no data from rank(s) [1, 2]; what the ranks of "
+                                             "the group are doing:\n"
+                                             "  rank 0 (this rank): last completed collective #0; in "
+                                             "all_gather #1 (direct algorithm), no data from rank(s) [1, 2]\n"
+                                             "  rank 1: last completed collective #0; in no collective of "
+                                             "this group\n"
+                                             "  rank 2: last completed collective #0; in barrier #1 "
+                                             "(dissemination algorithm), no data from rank(s) [1]\n"
+                                             "  rank 3: no answer within 1000 ms"));
       CHECK_FALSE(stuck.done());
       submitCollective(cluster.engine(1), group[1], "barrier", [&](Collective& c) -> Task {
         c.begin(tag::Routine::BarrierDissemination);
