@@ -118,10 +118,17 @@ c10d::Backend& DeviceRouter::gpu() {
   }
   made->setGroupDesc(getGroupDesc());
   std::chrono::milliseconds timeout;
+  // Taken with gpu_ set, under one lock: what is registered before is
+  // handed over below, what comes after sees gpu_ and goes there itself;
+  // nothing is handed over twice.
+  bool timing = false;
+  std::function<void(std::shared_ptr<c10d::WorkInfo>)> onCompletion;
   {
     std::lock_guard<std::mutex> lock(gpuMutex_);
     gpu_ = made;
     timeout = spec_.timeout;
+    timing = collectivesTiming_;
+    onCompletion = onCompletionHook_;
   }
   if (timeout != spec.timeout) {
     made->setTimeout(timeout);  // setTimeout() came while the factory ran
@@ -129,13 +136,6 @@ c10d::Backend& DeviceRouter::gpu() {
 #ifdef C10D_BACKEND_HAS_HOOKS
   registerHooksOn(*made);
 #endif
-  bool timing = false;
-  std::function<void(std::shared_ptr<c10d::WorkInfo>)> onCompletion;
-  {
-    std::lock_guard<std::mutex> lock(gpuMutex_);
-    timing = collectivesTiming_;
-    onCompletion = onCompletionHook_;
-  }
   if (timing) {
     made->enableCollectivesTiming();
   }
