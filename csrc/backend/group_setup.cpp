@@ -60,22 +60,26 @@ uint32_t getUint(const std::vector<uint8_t>& in, std::size_t at, int bytes) {
 // where a real one has its channel number.
 constexpr uint32_t kRefusalMark = 0xFFFFFFFFu;
 
-// Every rank that reads a refusal counts itself under this key, and each
-// waits (boundedly) until the others have: the process that holds the
-// store (rank 0's, under init_process_group) would otherwise raise, exit
-// and take the store along while a peer still reads the refusal, which
-// that peer then never sees ("Failed to recv, got 0 bytes" instead).
+// Every rank that refuses, or reads a refusal, counts itself under this
+// key, and each waits (boundedly) until all ranks have: the process that
+// holds the store (rank 0's, under init_process_group) would otherwise
+// raise, exit and take the store along while a peer still reads the
+// refusal, which that peer then never sees ("Failed to recv, got 0 bytes"
+// instead). A store that goes away meanwhile ends the wait: the refusal
+// was read.
 constexpr auto kRefusalReadBound = std::chrono::seconds(2);
 
-void countAndAwaitRefusalReaders(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix, int size,
-                                 int64_t increment) {
-  const std::string key = prefix + "refusal_read";
+void countAndAwaitRefusalReaders(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix, int size) {
+  const std::string key = prefix + "refusal_known";
   const auto giveUp = std::chrono::steady_clock::now() + kRefusalReadBound;
-  // Refusing ranks read no refusal, so with several of them this waits
-  // out the bound: a failure path only.
-  while (store->add(key, increment) < size - 1 && std::chrono::steady_clock::now() < giveUp) {
-    increment = 0;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  try {
+    int64_t increment = 1;
+    while (store->add(key, increment) < size && std::chrono::steady_clock::now() < giveUp) {
+      increment = 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (const std::exception& error) {
+    UCXCOLL_DEBUG("stopped waiting for the group's ranks to read a refusal: " << error.what());
   }
 }
 
@@ -101,7 +105,7 @@ void publishSetupFailure(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     entry.insert(entry.end(), why.begin(), why.end());
     const std::string prefix = incarnationPrefix(store, size);
     store->set(prefix + "peer/" + std::to_string(rank), entry);
-    countAndAwaitRefusalReaders(store, prefix, size, 0);
+    countAndAwaitRefusalReaders(store, prefix, size);
   } catch (const std::exception& error) {
     UCXCOLL_DEBUG("could not tell the group's other ranks why this one cannot take part: " << error.what());
   }
@@ -156,7 +160,7 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
       }
       const std::string host(value.begin() + 6, value.begin() + static_cast<long>(6 + nameLength));
       const std::string why(value.begin() + static_cast<long>(6 + nameLength), value.end());
-      countAndAwaitRefusalReaders(store, prefix, size, 1);
+      countAndAwaitRefusalReaders(store, prefix, size);
       throw std::runtime_error("rank " + std::to_string(peer) + " (on " + host + ") cannot take part: " + why);
     }
     auto text = [&] {
