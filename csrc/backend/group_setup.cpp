@@ -149,6 +149,7 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
     uint32_t cores = UINT32_MAX;  // the fewest any of its ranks may use
   };
   std::map<std::string, HostLoad> hostLoads;  // by host identity
+  std::map<std::string, int> hostNumbers;     // by host identity, in the order of first ranks
   for (int peer = 0; peer < size; ++peer) {
     std::vector<uint8_t> value = peer == rank ? mine : store->get(prefix + "peer/" + std::to_string(peer));
     auto malformed = [&] { return std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer)); };
@@ -190,6 +191,7 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
     }
     ProcessIdentity process{static_cast<pid_t>(getUint(value, at, 4)),
                             getUint(value, at + 4, 4) | (uint64_t{getUint(value, at + 8, 4)} << 32)};
+    result.hosts.push_back(hostNumbers.emplace(peerHost, static_cast<int>(hostNumbers.size())).first->second);
     HostLoad& load = hostLoads[peerHost];
     ++load.ranks;
     load.cores = std::min(load.cores, getUint(value, at + 12, 4));

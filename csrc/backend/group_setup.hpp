@@ -24,6 +24,10 @@ struct GroupRendezvous {
   std::vector<ProcessIdentity> processes;
   std::vector<bool> onOtherHost;       // indexed by group rank
   std::vector<std::string> hostNames;  // indexed by group rank: each rank's hostname
+  // Indexed by group rank: its host, numbered by the host identity (the
+  // kernel's boot id) in the order of each host's first rank; the same on
+  // every rank (Group::setHosts).
+  std::vector<int> hosts;
   // Indexed by group rank: the network devices its UCX offers, with their
   // addresses (Engine::networkInterfaces), for errors about reaching it.
   std::vector<std::string> networkInterfaces;

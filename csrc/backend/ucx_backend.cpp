@@ -78,6 +78,7 @@ std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Sto
     }
     group->setRanksOutnumberCores(peers.ranksOutnumberCores);
     group->setHostNames(std::move(peers.hostNames));
+    group->setHosts(peers.hosts);
     engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
   } catch (...) {
     engine_->releaseChannel(channel);

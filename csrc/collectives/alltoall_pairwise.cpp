@@ -51,13 +51,13 @@ Task alltoallPairwise(Collective& c, tag::Routine routine, std::span<const Block
         continue;
       }
       if (theirs[p][0] != receives[p].bytes) {
-        disagreements += "; rank " + std::to_string(p) + " sends " + std::to_string(theirs[p][0]) +
+        disagreements += "; rank " + std::to_string(c.groupRank(p)) + " sends " + std::to_string(theirs[p][0]) +
                          " bytes to this rank, which expects " + std::to_string(receives[p].bytes);
         disagrees[p] = true;
       }
       if (theirs[p][1] != sends[p].bytes) {
-        disagreements += "; this rank sends " + std::to_string(sends[p].bytes) + " bytes to rank " + std::to_string(p) +
-                         ", which expects " + std::to_string(theirs[p][1]);
+        disagreements += "; this rank sends " + std::to_string(sends[p].bytes) + " bytes to rank " +
+                         std::to_string(c.groupRank(p)) + ", which expects " + std::to_string(theirs[p][1]);
         disagrees[p] = true;
       }
     }

@@ -64,7 +64,7 @@ Task alltoallStaged(Collective& c, std::span<const Block> sends, std::span<const
   co_await c.all();
   for (int p = 0; p < n; ++p) {
     if (p != me && theirs[p] != bytes) {
-      throw MismatchError(c.name() + ": rank " + std::to_string(p) + " works on blocks of " +
+      throw MismatchError(c.name() + ": rank " + std::to_string(c.groupRank(p)) + " works on blocks of " +
                           std::to_string(theirs[p]) + " bytes where this rank works on " + std::to_string(bytes) +
                           " (ranks disagree about the tensor sizes)");
     }

@@ -1,5 +1,6 @@
 #include "collectives/collective.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -7,7 +8,7 @@
 
 namespace ucxcoll {
 
-std::byte* Workspace::get(std::size_t bytes) {
+std::byte* Workspace::Area::get(std::size_t bytes) {
   if (bytes > capacity_) {
     // for_overwrite: no zero-filling of memory that is about to be written.
     buffer_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
@@ -21,12 +22,23 @@ Collective::Collective(std::shared_ptr<Group> group, uint64_t sequence, const ch
     : Operation(Kind::Collective, group, timeout),
       rank_(group->rank()),
       size_(group->size()),
+      groupRank_(group->rank()),
+      groupSize_(group->size()),
       sequence_(sequence),
       what_(what),
       body_(std::move(body)),
       workspace_(workspace ? std::move(workspace) : std::make_shared<Workspace>()) {}
 
 void Collective::begin(tag::Routine routine, uint32_t detail) {
+  if (inView_) {
+    if (viewBegun_) {
+      throw std::logic_error("Collective::begin called twice in one rank view");
+    }
+    viewRoutine_ = routine;
+    viewDetail_ = detail;
+    viewBegun_ = true;
+    return;
+  }
   if (begun_) {
     throw std::logic_error("Collective::begin called twice by one algorithm");
   }
@@ -35,25 +47,60 @@ void Collective::begin(tag::Routine routine, uint32_t detail) {
   begun_ = true;
 }
 
+Collective::View::View(Collective& c, std::vector<int> members) : c_(c) {
+  if (!c.begun_ || !tag::isComposed(c.routine_) || c.inView_) {
+    throw std::logic_error("a rank view is entered by a composed routine, after its begin, one at a time");
+  }
+  if (c.phases_ == (1u << tag::kPhaseIndexBits)) {
+    throw std::logic_error("a composed collective has at most 4 phases");
+  }
+  const auto me = std::find(members.begin(), members.end(), c.groupRank_);
+  if (me == members.end()) {
+    throw std::logic_error("a rank view must contain its own rank");
+  }
+  c.rank_ = static_cast<int>(me - members.begin());
+  c.size_ = static_cast<int>(members.size());
+  c.members_ = std::move(members);
+  c.inView_ = true;
+  c.viewBegun_ = false;
+  ++c.phases_;
+}
+
+Collective::View::~View() {
+  c_.inView_ = false;
+  c_.rank_ = c_.groupRank_;
+  c_.size_ = c_.groupSize_;
+}
+
 uint64_t Collective::tagFor(uint32_t channel, uint32_t slot, int sender) const {
+  const tag::CollectiveLayout& layout = group()->layout();
+  if (inView_) {
+    if (!viewBegun_) {
+      throw std::logic_error("an algorithm sent or received in a rank view before Collective::begin");
+    }
+    return layout.make(channel, tag::phaseOf(viewRoutine_), tag::phaseSequence(sequence_, phases_ - 1, routine_),
+                       layout.slotFor(viewRoutine_, viewDetail_, slot), static_cast<uint32_t>(sender));
+  }
   if (!begun_) {
     throw std::logic_error("an algorithm sent or received before Collective::begin");
   }
-  const tag::CollectiveLayout& layout = group()->layout();
   return layout.make(channel, routine_, sequence_, layout.slotFor(routine_, detail_, slot),
                      static_cast<uint32_t>(sender));
 }
 
 Request& Collective::send(int peer, uint32_t slot, const void* data, std::size_t bytes) {
-  return sendTagged(peer, tagFor(group()->peerChannel(peer), slot, rank_), data, bytes);
+  const int to = groupRank(peer);
+  return sendTagged(to, tagFor(group()->peerChannel(to), slot, groupRank_), data, bytes);
 }
 
 Request& Collective::sendSync(int peer, uint32_t slot, const void* data, std::size_t bytes) {
-  return sendTagged(peer, tagFor(group()->peerChannel(peer), slot, rank_), data, bytes, SendMode::Synchronous);
+  const int to = groupRank(peer);
+  return sendTagged(to, tagFor(group()->peerChannel(to), slot, groupRank_), data, bytes, SendMode::Synchronous);
 }
 
 Request& Collective::recv(int peer, uint32_t slot, void* data, std::size_t bytes) {
-  return recvTagged(peer, tagFor(group()->channel(), slot, peer), tag::kMatchAll, data, bytes);
+  const int from = groupRank(peer);
+  return recvTagged(from, tagFor(group()->channel(), slot, from), tag::kMatchAll, data, bytes);
 }
 
 std::string Collective::describe(tag::Routine routine, uint32_t detail) const {
@@ -79,7 +126,25 @@ std::string Collective::describeDetail(tag::Routine routine, uint32_t detail) {
 }
 
 std::string Collective::describeProgress() const {
-  return begun_ ? describe() + describeDetail(routine_, detail_) : describe();
+  std::string text = begun_ ? describe() + describeDetail(routine_, detail_) : describe();
+  if (inView_ && viewBegun_) {
+    text += ", phase " + std::to_string(phases_) + ": " + describe(viewRoutine_, viewDetail_) + " among ranks";
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      text += (i == 0 ? " " : ", ") + std::to_string(members_[i]);
+    }
+  }
+  return text;
+}
+
+std::string Collective::describeTag(uint64_t theirs) const {
+  const tag::CollectiveLayout& layout = group()->layout();
+  const std::string what = describe(layout.routine(theirs), layout.detail(theirs));
+  if (!tag::isPhase(layout.routine(theirs))) {
+    return what;
+  }
+  const uint64_t field = layout.sequence(theirs);
+  return std::string(tag::collectiveName(tag::composedOf(field))) + " (" + tag::algorithmName(tag::composedOf(field)) +
+         " algorithm), phase " + std::to_string(tag::phaseIndexOf(field) + 1) + ": " + what;
 }
 
 void Collective::announceFailure(const std::exception_ptr& error) {
@@ -93,10 +158,11 @@ void Collective::announceFailure(const std::exception_ptr& error) {
   } catch (...) {
   }
   const auto value = static_cast<uint32_t>(sequence_ & tag::kMaxInternalValue);
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_) {
-      sendTagged(peer, tag::internal(group()->peerChannel(peer), purpose, value, static_cast<uint32_t>(rank_)), nullptr,
-                 0);
+  // The whole group, whatever rank view the algorithm was in.
+  for (int peer = 0; peer < groupSize_; ++peer) {
+    if (peer != groupRank_) {
+      sendTagged(peer, tag::internal(group()->peerChannel(peer), purpose, value, static_cast<uint32_t>(groupRank_)),
+                 nullptr, 0);
     }
   }
 }
@@ -143,55 +209,88 @@ std::exception_ptr Collective::checkOwnEvidence(Transport& transport) {
   if (!begun_) {
     return nullptr;
   }
+  const std::string mine = describe(routine_, detail_);
+  if (auto found = checkEvidence(transport, routine_, detail_, sequence_, mine)) {
+    return found;
+  }
+  if (!inView_ || !viewBegun_) {
+    return nullptr;
+  }
+  // In a phase: a message of another composition under this collective's
+  // number (at any phase), or of this phase with another algorithm, root
+  // or reduction.
+  const tag::CollectiveLayout& layout = group()->layout();
+  const uint32_t channel = group()->channel();
+  const std::string phase = mine + ", phase " + std::to_string(phases_) + ": " + describe(viewRoutine_, viewDetail_);
+  const uint64_t anyPhaseRoutine = layout.sameCollectiveMask() | (uint64_t{tag::kPhaseBit} << tag::kRoutineShift);
+  for (tag::Routine composed : tag::kRoutines) {
+    if (!tag::isComposed(composed) || composed == routine_) {
+      continue;
+    }
+    for (uint32_t index = 0; index < (1u << tag::kPhaseIndexBits); ++index) {
+      const uint64_t field = tag::phaseSequence(sequence_, index, composed);
+      if (auto found = transport.probe(layout.make(channel, tag::phaseOf(tag::Routine{}), field, 0), anyPhaseRoutine)) {
+        return evidenceOfDisagreement(phase, found->senderTag);
+      }
+    }
+  }
+  return checkEvidence(transport, tag::phaseOf(viewRoutine_), viewDetail_,
+                       tag::phaseSequence(sequence_, phases_ - 1, routine_), phase);
+}
+
+std::exception_ptr Collective::checkEvidence(Transport& transport, tag::Routine routine, uint32_t detail,
+                                             uint64_t sequence, const std::string& mine) {
   const uint32_t channel = group()->channel();
   // A message under this sequence number that this collective can never
   // match: a peer runs another collective, algorithm, root or reduction.
   const tag::CollectiveLayout& layout = group()->layout();
   const uint64_t sameRoutine = layout.sameCollectiveMask() | tag::kRoutineFieldMask;
-  auto disagreement = [&](uint64_t theirs) {
-    return std::make_exception_ptr(MismatchError(
-        name() + ": ranks disagree about collective #" + std::to_string(sequence_) + ": this rank runs " +
-        describe(routine_, detail_) + ", but a peer sent a message of " +
-        describe(layout.routine(theirs), layout.detail(theirs)) +
-        " for it; every rank must call the same collectives, in the same order, with the same root, reduction "
-        "and tensor sizes"));
-  };
-  for (tag::Routine routine : tag::kRoutines) {
-    if (routine == routine_) {
+  const bool phase = tag::isPhase(routine);
+  for (tag::Routine other : tag::kRoutines) {
+    const tag::Routine candidate = phase ? tag::phaseOf(other) : other;
+    if (candidate == routine || (phase && tag::isComposed(other))) {
       continue;
     }
-    if (auto found = transport.probe(layout.make(channel, routine, sequence_, 0), sameRoutine)) {
-      return disagreement(found->senderTag);
+    if (auto found = transport.probe(layout.make(channel, candidate, sequence, 0), sameRoutine)) {
+      return evidenceOfDisagreement(mine, found->senderTag);
     }
   }
-  if (tag::detailOf(routine_) == tag::Detail::None) {
+  if (tag::detailOf(routine) == tag::Detail::None) {
     return nullptr;
   }
   // The same routine with another root or reduction: the first message of
   // this routine that waits here tells for roots (a rank receives only one
   // message per round there); reductions are few enough to look for each.
-  if (auto found = transport.probe(layout.make(channel, routine_, sequence_, 0), sameRoutine)) {
-    if (layout.detail(found->senderTag) != detail_) {
-      return disagreement(found->senderTag);
+  if (auto found = transport.probe(layout.make(channel, routine, sequence, 0), sameRoutine)) {
+    if (layout.detail(found->senderTag) != detail) {
+      return evidenceOfDisagreement(mine, found->senderTag);
     }
   }
-  if (tag::detailOf(routine_) == tag::Detail::Reduction || tag::detailOf(routine_) == tag::Detail::RootAndReduction) {
+  if (tag::detailOf(routine) == tag::Detail::Reduction || tag::detailOf(routine) == tag::Detail::RootAndReduction) {
     // Same root (if any), each other reduction.
     const uint32_t reductionMask = (1u << tag::kReductionBits) - 1;
-    const uint32_t root = tag::detailOf(routine_) == tag::Detail::Reduction ? 0 : detail_ & ~reductionMask;
-    const uint64_t sameDetail = sameRoutine | layout.detailMask(routine_);
+    const uint32_t root = tag::detailOf(routine) == tag::Detail::Reduction ? 0 : detail & ~reductionMask;
+    const uint64_t sameDetail = sameRoutine | layout.detailMask(routine);
     for (uint32_t reduction = 0; reduction <= reductionMask; ++reduction) {
       const uint32_t other = root | reduction;
-      if (other == detail_) {
+      if (other == detail) {
         continue;
       }
-      uint64_t candidate = layout.make(channel, routine_, sequence_, layout.slotFor(routine_, other, 0));
+      uint64_t candidate = layout.make(channel, routine, sequence, layout.slotFor(routine, other, 0));
       if (auto found = transport.probe(candidate, sameDetail)) {
-        return disagreement(found->senderTag);
+        return evidenceOfDisagreement(mine, found->senderTag);
       }
     }
   }
   return nullptr;
+}
+
+std::exception_ptr Collective::evidenceOfDisagreement(const std::string& mine, uint64_t theirs) const {
+  return std::make_exception_ptr(MismatchError(
+      name() + ": ranks disagree about collective #" + std::to_string(sequence_) + ": this rank runs " + mine +
+      ", but a peer sent a message of " + describeTag(theirs) +
+      " for it; every rank must call the same collectives, in the same order, with the same root, reduction "
+      "and tensor sizes"));
 }
 
 std::string Collective::mismatchHint() const {

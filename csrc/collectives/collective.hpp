@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "collectives/datatype.hpp"
 #include "engine/group.hpp"
@@ -27,11 +28,22 @@ namespace ucxcoll {
 // Its contents are unspecified whenever it is handed out.
 class Workspace {
  public:
-  std::byte* get(std::size_t bytes);
+  std::byte* get(std::size_t bytes) { return scratch_.get(bytes); }
+  // A second area, apart from get()'s: a composition keeps its own data
+  // here while the algorithms it runs use get().
+  std::byte* forComposition(std::size_t bytes) { return composition_.get(bytes); }
 
  private:
-  std::unique_ptr<std::byte[]> buffer_;
-  std::size_t capacity_ = 0;
+  class Area {
+   public:
+    std::byte* get(std::size_t bytes);
+
+   private:
+    std::unique_ptr<std::byte[]> buffer_;
+    std::size_t capacity_ = 0;
+  };
+  Area scratch_;
+  Area composition_;
 };
 
 class Collective : public Operation {
@@ -43,9 +55,32 @@ class Collective : public Operation {
   Collective(std::shared_ptr<Group> group, uint64_t sequence, const char* what, std::chrono::milliseconds timeout,
              Body body, std::shared_ptr<Workspace> workspace = nullptr);
 
+  // Within a rank view (below), the view's rank and size.
   int rank() const { return rank_; }
   int size() const { return size_; }
   uint64_t sequence() const { return sequence_; }
+
+  // ---- Rank views: how a hierarchical algorithm composes others ---------
+  // While a View lives, the collective runs on `members` (group ranks, in
+  // view-rank order, this rank among them) as if they were its whole group:
+  // rank(), size(), send() and recv() speak view ranks, and the algorithm
+  // run there calls begin() for itself. Its messages are a phase of the
+  // composed routine (tag.hpp): tags of their own, so an existing algorithm
+  // runs unchanged on a view. Every rank of the group enters the same views
+  // in the same order (also one in which it is alone), as the phase number
+  // counts them; at most 2^kPhaseIndexBits per collective.
+  class View {
+   public:
+    View(Collective& c, std::vector<int> members);
+    ~View();
+    View(const View&) = delete;
+    View& operator=(const View&) = delete;
+
+   private:
+    Collective& c_;
+  };
+  // The group rank of view rank `peer` (outside a view: itself).
+  int groupRank(int peer) const { return inView_ ? members_[static_cast<std::size_t>(peer)] : peer; }
 
   // Which collective and algorithm this is, and its detail: the root for a
   // rooted routine, the reduction for a reducing one (tag.hpp). Called
@@ -67,6 +102,8 @@ class Collective : public Operation {
 
   // At least `bytes` of scratch memory, valid until the collective ends.
   std::byte* scratch(std::size_t bytes) { return workspace_->get(bytes); }
+  // Scratch apart from scratch(), for a composition's own data.
+  std::byte* compositionScratch(std::size_t bytes) { return workspace_->forComposition(bytes); }
 
  protected:
   Task run() override { return body_(*this); }
@@ -78,8 +115,17 @@ class Collective : public Operation {
   void announceFailure(const std::exception_ptr& error) override;
 
  private:
+  // `sender` is a group rank.
   uint64_t tagFor(uint32_t channel, uint32_t slot, int sender) const;
   std::string describe(tag::Routine routine, uint32_t detail) const;
+  // What a message's tag says it belongs to (a phase: of which composition).
+  std::string describeTag(uint64_t tag) const;
+  // Messages under `sequence` (a sequence field) that a rank running
+  // `routine` (a phase's routine inside a view) with `detail` never
+  // matches.
+  std::exception_ptr checkEvidence(Transport& transport, tag::Routine routine, uint32_t detail, uint64_t sequence,
+                                   const std::string& mine);
+  std::exception_ptr evidenceOfDisagreement(const std::string& mine, uint64_t theirs) const;
   // What describe(routine, detail) says after the collective's name, e.g.
   // " from rank 1 (binomial algorithm)".
   static std::string describeDetail(tag::Routine routine, uint32_t detail);
@@ -90,6 +136,8 @@ class Collective : public Operation {
 
   int rank_;
   int size_;
+  int groupRank_;
+  int groupSize_;
   uint64_t sequence_;
   const char* what_;
   Body body_;
@@ -97,6 +145,13 @@ class Collective : public Operation {
   tag::Routine routine_{};
   bool begun_ = false;
   uint32_t detail_ = 0;
+  // The rank view the algorithm runs on, if any, and its phase.
+  bool inView_ = false;
+  std::vector<int> members_;
+  uint32_t phases_ = 0;  // views entered so far; the current one is phases_ - 1
+  tag::Routine viewRoutine_{};
+  uint32_t viewDetail_ = 0;
+  bool viewBegun_ = false;
 };
 
 // Copy that tolerates the same or overlapping buffers (in-place collectives
@@ -122,6 +177,11 @@ Task broadcastPipelined(Collective& c, void* buffer, std::size_t bytes, int root
 // All-reduce `count` elements in place.
 Task allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 Task allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
+// Across hosts (the group's topology must be hierarchical()): inside each
+// host a reduce-scatter, across hosts each rank all-reduces its part with
+// its counterparts (every local rank at once), inside each host an
+// all-gather; each phase takes the algorithm its size picks.
+Task allreduceHierarchical(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 
 // All-reduce with the reductions that scale (AVG, PREMUL_SUM by `factor`)
 // as well as the others, over the algorithm selectAllreduce picks.
@@ -152,6 +212,10 @@ Task reduceScatterPairwise(Collective& c, std::span<const void* const> inputs, v
 // than two ranks.
 Task reduceScatterRing(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
                        DataType type, Reduction reduction);
+// The pairwise exchange for blocks of any sizes (rank p's output: counts[p]
+// elements, the reduction of every rank's inputs[p]).
+Task reduceScatterUneven(Collective& c, std::span<const void* const> inputs, std::span<const std::size_t> counts,
+                         void* output, DataType type, Reduction reduction);
 // Its exchange alone, for blocks of any size (blocks[p]: counts[p]
 // elements), without begin(); messages use `slot`. Uses scratch from the
 // start: a caller that keeps its own data there must ask for it first, at
@@ -186,6 +250,9 @@ Task alltoallStaged(Collective& c, std::span<const Block> sends, std::span<const
 Task selectAllgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
 Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root);
 Task selectAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
+// Among the algorithms that run on any ranks (not hierarchical): for the
+// phases of a composition.
+Task selectFlatAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 // Equal blocks of `sends[rank].bytes`; staged once a block is worth staging.
 Task selectAlltoall(Collective& c, std::span<const Block> sends, std::span<const Block> receives);
 Task selectReduceScatter(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,

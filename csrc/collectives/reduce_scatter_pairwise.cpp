@@ -115,4 +115,10 @@ Task reduceScatterPairwise(Collective& c, std::span<const void* const> inputs, v
   co_await reduceBlocksPairwise(c, kPairwiseSlot, inputs, counts, output, type, reduction);
 }
 
+Task reduceScatterUneven(Collective& c, std::span<const void* const> inputs, std::span<const std::size_t> counts,
+                         void* output, DataType type, Reduction reduction) {
+  c.begin(tag::Routine::ReduceScatterPairwise, reduction);
+  co_await reduceBlocksPairwise(c, kPairwiseSlot, inputs, counts, output, type, reduction);
+}
+
 }  // namespace ucxcoll

@@ -38,8 +38,22 @@ Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root) {
 }
 
 Task selectAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction) {
+  // Across hosts with several ranks on each, past the small messages: the
+  // hierarchical composition. Every rank of a group has the same topology,
+  // so all choose alike. Forced on a group where it cannot run (one host,
+  // one rank per host, hosts with different numbers of ranks), the flat
+  // choice stands in.
   const std::string& forced = config().allreduceAlgorithm;
-  if (forced == "direct" || (forced == "auto" && small(count * elementSize(type)))) {
+  if (c.group()->topology().hierarchical() &&
+      (forced == "hierarchical" || (forced == "auto" && !small(count * elementSize(type))))) {
+    return allreduceHierarchical(c, buffer, count, type, reduction);
+  }
+  return selectFlatAllreduce(c, buffer, count, type, reduction);
+}
+
+Task selectFlatAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction) {
+  const std::string& forced = config().allreduceAlgorithm;
+  if (forced == "direct" || (forced != "ring" && small(count * elementSize(type)))) {
     return allreduceDirect(c, buffer, count, type, reduction);
   }
   return allreduceRing(c, buffer, count, type, reduction);

@@ -49,8 +49,8 @@ Task RingLinks::connect(uint64_t bytes) {
   }
   for (const auto& [peer, theirs] : {std::pair{left_, fromLeft_.bytes}, std::pair{right_, fromRight_.bytes}}) {
     if (theirs != bytes) {
-      throw MismatchError(c_.name() + ": rank " + std::to_string(peer) + " works on " + std::to_string(theirs) +
-                          " bytes where this rank works on " + std::to_string(bytes) +
+      throw MismatchError(c_.name() + ": rank " + std::to_string(c_.groupRank(peer)) + " works on " +
+                          std::to_string(theirs) + " bytes where this rank works on " + std::to_string(bytes) +
                           " (ranks disagree about the tensor sizes)");
     }
   }
@@ -83,7 +83,7 @@ Task RingLinks::take(uint32_t slot, std::size_t bytes, const std::function<void(
   co_await c_.recv(left_, slot, &incoming_, sizeof(incoming_));
   std::atomic_thread_fence(std::memory_order_acquire);
   if (incoming_ != bytes) {
-    throw MismatchError(c_.name() + ": rank " + std::to_string(left_) + " staged a chunk of " +
+    throw MismatchError(c_.name() + ": rank " + std::to_string(c_.groupRank(left_)) + " staged a chunk of " +
                         std::to_string(incoming_) + " bytes where this rank expected " + std::to_string(bytes) +
                         " (ranks disagree about the tensor sizes)");
   }

@@ -89,7 +89,8 @@ Config parseConfig(const EnvironmentLookup& lookup) {
       "UCXCOLL_STAGING_MIN_BYTES", static_cast<long>(c.stagingMinBytes), 0, kMaxSmallMessageBytes, " (bytes)"));
   c.allgatherAlgorithm =
       read.choice("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm, {"auto", "direct", "ring", "chunked"});
-  c.allreduceAlgorithm = read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "direct", "ring"});
+  c.allreduceAlgorithm =
+      read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "direct", "ring", "hierarchical"});
   c.broadcastAlgorithm = read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "binomial", "pipelined"});
   c.alltoallAlgorithm = read.choice("UCXCOLL_ALLTOALL_ALGO", c.alltoallAlgorithm, {"auto", "pairwise", "staged"});
   c.reduceScatterAlgorithm =

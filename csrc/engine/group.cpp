@@ -1,5 +1,7 @@
 #include "engine/group.hpp"
 
+#include <stdexcept>
+
 namespace ucxcoll {
 
 Group::Group(std::string name, int rank, int size, uint32_t channel, std::vector<PeerHandle> peers,
@@ -11,7 +13,16 @@ Group::Group(std::string name, int rank, int size, uint32_t channel, std::vector
       peers_(std::move(peers)),
       peerChannels_(std::move(peerChannels)),
       processes_(static_cast<std::size_t>(size)),
+      topology_(std::vector<int>(static_cast<std::size_t>(size), 0), rank),
       layout_(static_cast<uint32_t>(size)) {}
+
+void Group::setHosts(const std::vector<int>& hostOf) {
+  if (hostOf.size() != static_cast<std::size_t>(size_)) {
+    throw std::invalid_argument("Group::setHosts: " + std::to_string(hostOf.size()) + " hosts for " +
+                                std::to_string(size_) + " ranks");
+  }
+  topology_ = HostTopology(hostOf, rank_);
+}
 
 std::string Group::failure() const {
   std::lock_guard<std::mutex> lock(failureMutex_);

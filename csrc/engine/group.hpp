@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/host_topology.hpp"
 #include "engine/peer_watch.hpp"
 #include "transport/tag.hpp"
 #include "transport/transport.hpp"
@@ -76,6 +77,12 @@ class Group {
     static const std::string unknown;
     return static_cast<std::size_t>(rank) < hostNames_.size() ? hostNames_[static_cast<std::size_t>(rank)] : unknown;
   }
+  // Which ranks share a host (`hostOf[r]` names rank r's host; ranks with
+  // equal numbers share one), as every rank of the group found it alike in
+  // group setup, so that algorithms may choose and compose by it; set once,
+  // before the group's first operation. Until then: all on one host.
+  void setHosts(const std::vector<int>& hostOf);
+  const HostTopology& topology() const { return topology_; }
   // Whether group rank r died, became unreachable or left (driver thread).
   bool rankGone(int rank) const {
     return !deadRanks_.empty() && std::binary_search(deadRanks_.begin(), deadRanks_.end(), rank);
@@ -94,6 +101,7 @@ class Group {
   bool ranksOutnumberCores_ = false;
   std::vector<bool> onOtherHost_;  // indexed by group rank; empty: all on this host
   std::vector<std::string> hostNames_;
+  HostTopology topology_;
   tag::CollectiveLayout layout_;
   std::atomic<uint64_t> issued_{0};
 

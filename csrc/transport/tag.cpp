@@ -23,6 +23,9 @@ void checkSender(uint32_t sender) {
 }  // namespace
 
 const char* collectiveName(Routine routine) {
+  if (isPhase(routine)) {
+    return collectiveName(innerOf(routine));
+  }
   switch (routine) {
     case Routine::AllgatherDirect:
     case Routine::AllgatherRing:
@@ -30,6 +33,7 @@ const char* collectiveName(Routine routine) {
       return "all_gather";
     case Routine::AllreduceDirect:
     case Routine::AllreduceRing:
+    case Routine::AllreduceHierarchical:
       return "all_reduce";
     case Routine::BroadcastBinomial:
     case Routine::BroadcastPipelined:
@@ -58,6 +62,9 @@ const char* collectiveName(Routine routine) {
 }
 
 const char* algorithmName(Routine routine) {
+  if (isPhase(routine)) {
+    return algorithmName(innerOf(routine));
+  }
   switch (routine) {
     case Routine::AllgatherDirect:
     case Routine::AllreduceDirect:
@@ -87,11 +94,16 @@ const char* algorithmName(Routine routine) {
       return "staged pairwise";
     case Routine::BarrierDissemination:
       return "dissemination";
+    case Routine::AllreduceHierarchical:
+      return "hierarchical";
   }
   return "unknown";
 }
 
 Detail detailOf(Routine routine) {
+  if (isPhase(routine)) {
+    return detailOf(innerOf(routine));
+  }
   switch (routine) {
     case Routine::BroadcastBinomial:
     case Routine::BroadcastPipelined:
@@ -100,6 +112,7 @@ Detail detailOf(Routine routine) {
       return Detail::Root;
     case Routine::AllreduceDirect:
     case Routine::AllreduceRing:
+    case Routine::AllreduceHierarchical:
     case Routine::ReduceScatterPairwise:
     case Routine::ReduceScatterStagedPair:
     case Routine::ReduceScatterRing:

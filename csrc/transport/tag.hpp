@@ -106,6 +106,10 @@ enum class Routine : uint8_t {
   ReduceScatterStagedPair = 16,
   AlltoallStaged = 17,
   ReduceScatterRing = 18,
+  // Composed routines (see "Phases" below): they send nothing under their
+  // own routine, only through their phases. Below 32, as a phase's tag
+  // carries one in 5 bits.
+  AllreduceHierarchical = 19,
 };
 inline constexpr uint32_t kRoutineBits = 6;
 inline constexpr int kRoutineShift = 44;
@@ -118,9 +122,48 @@ inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,      Routine::
                                         Routine::GatherDirect,         Routine::ScatterDirect,
                                         Routine::BarrierMonitored,     Routine::BroadcastPipelined,
                                         Routine::AllgatherChunkedRing, Routine::ReduceScatterStagedPair,
-                                        Routine::AlltoallStaged,       Routine::ReduceScatterRing};
+                                        Routine::AlltoallStaged,       Routine::ReduceScatterRing,
+                                        Routine::AllreduceHierarchical};
 
-// "all_reduce", and "ring" for AllreduceRing.
+// ---- Phases of a composed collective ------------------------------------
+// A hierarchical algorithm runs existing algorithms one after the other on
+// subsets of its group's ranks (rank views, collectives/collective.hpp).
+// Their messages carry the inner algorithm's routine with kPhaseBit set, so
+// that they never match a message of a routine run by the whole group, and
+// in the sequence field phaseSequence(): the composed collective's sequence
+// number, the phase's place in it (below 2^kPhaseIndexBits) and the
+// composed routine. So ranks that run different compositions, or different
+// algorithms in one phase, never match; a message of a later phase that
+// arrives early waits for its phase.
+inline constexpr uint32_t kPhaseBit = 32;
+inline constexpr uint32_t kPhaseIndexBits = 2;
+inline constexpr uint32_t kComposedRoutineBits = 5;
+constexpr bool isPhase(Routine routine) {
+  return (static_cast<uint32_t>(routine) & kPhaseBit) != 0;
+}
+constexpr Routine phaseOf(Routine inner) {
+  return static_cast<Routine>(static_cast<uint32_t>(inner) | kPhaseBit);
+}
+constexpr Routine innerOf(Routine routine) {
+  return static_cast<Routine>(static_cast<uint32_t>(routine) & ~kPhaseBit);
+}
+constexpr bool isComposed(Routine routine) {
+  return routine == Routine::AllreduceHierarchical;
+}
+constexpr uint64_t phaseSequence(uint64_t sequence, uint32_t phase, Routine composed) {
+  return (((sequence << kPhaseIndexBits) | phase) << kComposedRoutineBits) | static_cast<uint64_t>(composed);
+}
+// The phase and composed routine that phaseSequence() put in a sequence
+// field.
+constexpr uint32_t phaseIndexOf(uint64_t sequenceField) {
+  return static_cast<uint32_t>(sequenceField >> kComposedRoutineBits) & ((1u << kPhaseIndexBits) - 1);
+}
+constexpr Routine composedOf(uint64_t sequenceField) {
+  return static_cast<Routine>(sequenceField & ((1u << kComposedRoutineBits) - 1));
+}
+
+// "all_reduce", and "ring" for AllreduceRing (a phase's routine: its inner
+// algorithm's).
 const char* collectiveName(Routine routine);
 const char* algorithmName(Routine routine);
 // What the slot's upper bits carry for a routine. RootAndReduction (reduce)

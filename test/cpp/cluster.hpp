@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "collectives/collective.hpp"
+#include "common/error.hpp"
 #include "engine/engine.hpp"
 #include "engine/peer_watch.hpp"
 #include "transport/loopback_transport.hpp"
@@ -161,6 +162,9 @@ class Cluster {
       views.push_back(engine(members[i])
                           .createGroup(name, static_cast<int>(i), static_cast<int>(members.size()), channels[i],
                                        addresses, channels, processes, onOtherHost));
+      if (!hosts.empty()) {
+        views.back()->setHosts(hosts);
+      }
     }
     groups_.insert(groups_.end(), views.begin(), views.end());
     return views;
@@ -296,6 +300,28 @@ std::string messageOf(Fn fn) {
     return error.what();
   }
   throw std::runtime_error("expected an exception that was not thrown");
+}
+
+// Each rank runs its own collective under the same sequence number, on a
+// group over `wire` (across `hosts`, as in Cluster::makeGroup); the result
+// is every rank's MismatchError message (empty: it succeeded).
+inline std::vector<std::string> runDisagreeing(Wire wire, const std::vector<Collective::Body>& bodies,
+                                               const std::vector<int>& hosts = {}) {
+  const int n = static_cast<int>(bodies.size());
+  Cluster cluster(n, wire);
+  auto group = cluster.makeGroup("g", {}, {}, hosts);
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  auto failures = runRanks(n, [&](int rank) {
+    // A long deadline: the disagreement must be found, not timed out.
+    auto op = submitCollective(cluster.engine(rank), group[rank], "collective", bodies[rank], std::chrono::seconds(60));
+    try {
+      op.wait();
+    } catch (const MismatchError& error) {
+      errors[rank] = error.what();
+    }
+  });
+  checkNoFailures(failures);
+  return errors;
 }
 
 }  // namespace ucxcoll::testing

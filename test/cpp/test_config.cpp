@@ -98,7 +98,7 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
       {"UCXCOLL_LOG_LEVEL", "WARN", "UCXCOLL_LOG_LEVEL=WARN: expected one of error, warn, info, debug"},
       {"UCXCOLL_ALLGATHER_ALGO", "tree", "UCXCOLL_ALLGATHER_ALGO=tree: expected one of auto, direct, ring, chunked"},
       {"UCXCOLL_ALLREDUCE_ALGO", "rabenseifner",
-       "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, direct, ring"},
+       "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, direct, ring, hierarchical"},
       {"UCXCOLL_BCAST_ALGO", "ring", "UCXCOLL_BCAST_ALGO=ring: expected one of auto, binomial, pipelined"},
       {"UCXCOLL_ALLTOALL_ALGO", "ring", "UCXCOLL_ALLTOALL_ALGO=ring: expected one of auto, pairwise, staged"},
       {"UCXCOLL_REDUCE_SCATTER_ALGO", "staged",

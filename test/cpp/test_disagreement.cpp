@@ -15,30 +15,6 @@ using namespace ucxcoll;
 using namespace ucxcoll::testing;
 using namespace std::chrono_literals;
 
-namespace {
-
-// Each rank runs its own collective under the same sequence number; the
-// result is every rank's error message (empty: it succeeded).
-std::vector<std::string> runDisagreeing(Wire wire, const std::vector<Collective::Body>& bodies) {
-  const int n = static_cast<int>(bodies.size());
-  Cluster cluster(n, wire);
-  auto group = cluster.makeGroup("g");
-  std::vector<std::string> errors(static_cast<std::size_t>(n));
-  auto failures = runRanks(n, [&](int rank) {
-    // A long deadline: the disagreement must be found, not timed out.
-    auto op = submitCollective(cluster.engine(rank), group[rank], "collective", bodies[rank], 60s);
-    try {
-      op.wait();
-    } catch (const MismatchError& error) {
-      errors[rank] = error.what();
-    }
-  });
-  checkNoFailures(failures);
-  return errors;
-}
-
-}  // namespace
-
 TEST_CASE("all_reduce against all_gather: both ranks raise, naming both collectives", "[disagreement]") {
   for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
     DYNAMIC_SECTION(wireName(wire)) {

@@ -514,7 +514,11 @@ def error_timeout_reports_what_every_rank_is_doing(ctx: Context) -> None:
             "timeout 2000 ms) timed out after 2000 ms: no data from rank(s) [",
             "; what the ranks of the group are doing:\n"
             "  rank 0 (this rank): last completed collective #0; in all_reduce #1 (SUM, ",
-            " algorithm), 4 MiB of float32, no data from rank(s) [",
+            # Across hosts the all_reduce is hierarchical and names its
+            # phase: "(SUM, hierarchical algorithm), phase 1: reduce_scatter
+            # (...) among ranks 0, 1, 4 MiB of float32".
+            " algorithm)",
+            ", 4 MiB of float32, no data from rank(s) [",
             "\n  rank 1: last completed collective #0; in no collective of this group; "
             "point-to-point in flight: recv #0 from rank 0 (tag 7)",
         ]

@@ -1,0 +1,241 @@
+// Host topology and the hierarchical all-reduce, ranks as threads placed on
+// simulated hosts (Cluster::makeGroup's `hosts`): ranks on different hosts
+// reach each other through the network transport alone, as across real
+// hosts. Results are checked element by element against the sum or maximum
+// over the ranks; inputs are integer-valued, so any order of summation
+// gives the exact result.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <vector>
+
+#include "cluster.hpp"
+#include "collectives/staging.hpp"
+#include "common/error.hpp"
+#include "engine/host_topology.hpp"
+
+using namespace ucxcoll;
+using namespace ucxcoll::testing;
+using namespace std::chrono_literals;
+
+TEST_CASE("host topology: hosts in order of their first rank, local ranks, counterparts", "[hierarchical]") {
+  // Hosts named 7 and 3, interleaved: host 7 is host 0 (rank 0 is on it).
+  const std::vector<int> interleaved{7, 3, 7, 3, 7, 3};
+  const HostTopology rank3(interleaved, 3);
+  CHECK(rank3.hosts() == 2);
+  CHECK(rank3.regular());
+  CHECK(rank3.hierarchical());
+  CHECK(rank3.hostIndex() == 1);
+  CHECK(rank3.localRanks() == std::vector<int>{1, 3, 5});
+  CHECK(rank3.localIndex() == 1);
+  CHECK(rank3.counterparts() == std::vector<int>{2, 3});
+  const HostTopology rank4(interleaved, 4);
+  CHECK(rank4.localRanks() == std::vector<int>{0, 2, 4});
+  CHECK(rank4.counterparts() == std::vector<int>{4, 5});
+
+  const HostTopology oneHost({0, 0, 0}, 1);
+  CHECK(oneHost.hosts() == 1);
+  CHECK_FALSE(oneHost.hierarchical());
+  CHECK(oneHost.counterparts() == std::vector<int>{1});
+
+  const HostTopology onePerHost({0, 1, 2}, 2);
+  CHECK(onePerHost.hosts() == 3);
+  CHECK(onePerHost.regular());
+  CHECK_FALSE(onePerHost.hierarchical());
+
+  const HostTopology uneven({0, 0, 1}, 0);
+  CHECK_FALSE(uneven.regular());
+  CHECK_FALSE(uneven.hierarchical());
+  CHECK(uneven.counterparts().empty());
+
+  CHECK_THROWS_AS(HostTopology({0, 0}, 2), std::out_of_range);
+}
+
+namespace {
+
+int32_t valueOf(int rank, std::size_t index) {
+  return static_cast<int32_t>(rank * 1000003 + index * 7);
+}
+
+// Host layouts: 2x2, 2x3, 3x2, 2x4, and two hosts whose ranks interleave.
+const std::vector<std::vector<int>> kLayouts{
+    {0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 0, 1, 1, 1, 1}, {0, 1, 0, 1}};
+
+std::string layoutName(const std::vector<int>& hosts) {
+  std::string name;
+  for (int host : hosts) {
+    name += std::to_string(host);
+  }
+  return name;
+}
+
+// 0 and 1 leave parts empty; 1001 and 300001 cut uneven parts; 1 << 19
+// even ones of 1-2 MiB (staged or ringed inside a host).
+const std::vector<std::size_t> kCounts{0, 1, 5, 1001, 300001, std::size_t{1} << 19};
+
+using AllreduceFn = Task (*)(Collective&, void*, std::size_t, DataType, Reduction);
+
+// Every layout over `wires`: float SUM, int64 SUM and int32 MAX at every
+// count, all submitted before any is waited for.
+void checkAcrossHosts(AllreduceFn algorithm, const char* name, std::initializer_list<Wire> wires) {
+  for (Wire wire : wires) {
+    for (const auto& hosts : kLayouts) {
+      DYNAMIC_SECTION(name << " on hosts " << layoutName(hosts) << " over " << wireName(wire)) {
+        const int n = static_cast<int>(hosts.size());
+        Cluster cluster(n, wire, disturbed(n + 300));
+        auto group = cluster.makeGroup("g", {}, {}, hosts);
+        auto failures = runRanks(n, [&](int rank) {
+          std::deque<std::vector<float>> floats;
+          std::deque<std::vector<int64_t>> sums;
+          std::deque<std::vector<int32_t>> maxima;
+          std::vector<Submitted> pending;
+          for (std::size_t count : kCounts) {
+            auto& f = floats.emplace_back(count);
+            auto& s = sums.emplace_back(count);
+            auto& m = maxima.emplace_back(count);
+            for (std::size_t i = 0; i < count; ++i) {
+              f[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 1024));
+              s[i] = static_cast<int64_t>(valueOf(rank, i)) << 20;
+              m[i] = valueOf((rank + static_cast<int>(i)) % n, i);
+            }
+            float* fp = f.data();
+            int64_t* sp = s.data();
+            int32_t* mp = m.data();
+            auto submit = [&](auto body) {
+              pending.push_back(submitCollective(cluster.engine(rank), group[rank], name, body));
+            };
+            submit([=](Collective& c) { return algorithm(c, fp, count, DataType::Float32, Reduction::Sum); });
+            submit([=](Collective& c) { return algorithm(c, sp, count, DataType::Int64, Reduction::Sum); });
+            submit([=](Collective& c) { return algorithm(c, mp, count, DataType::Int32, Reduction::Max); });
+          }
+          for (auto& op : pending) {
+            op.wait();
+          }
+          const int rankSum = n * (n + 1) / 2;
+          for (std::size_t k = 0; k < kCounts.size(); ++k) {
+            for (std::size_t i = 0; i < kCounts[k]; ++i) {
+              expect(floats[k][i] == static_cast<float>(rankSum * static_cast<int>(i % 1024)),
+                     [&] { return std::string(name) + " float element " + std::to_string(i); });
+              int64_t sum = 0;
+              int32_t max = valueOf(0, i);
+              for (int r = 0; r < n; ++r) {
+                sum += static_cast<int64_t>(valueOf(r, i)) << 20;
+                max = std::max(max, valueOf(r, i));
+              }
+              expect(sums[k][i] == sum, [&] { return std::string(name) + " int64 element " + std::to_string(i); });
+              expect(maxima[k][i] == max,
+                     [&] { return std::string(name) + " int32 max element " + std::to_string(i); });
+            }
+          }
+        });
+        checkNoFailures(failures);
+      }
+    }
+  }
+}
+
+// Sets the staging policy for one test and restores it; staging from 0
+// bytes, so that the phases inside a host stage what they can.
+class StagingPolicyScope {
+ public:
+  explicit StagingPolicyScope(StagingPolicy policy) { setStagingPolicyForTests(policy, 0); }
+  ~StagingPolicyScope() { setStagingPolicyForTests(StagingPolicy::AsConfigured); }
+};
+
+}  // namespace
+
+TEST_CASE("allreduce hierarchical on every host layout, parts even and uneven", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::AsConfigured);
+  checkAcrossHosts(&allreduceHierarchical, "allreduceHierarchical", {Wire::Loopback, Wire::SharedMemory});
+}
+
+TEST_CASE("allreduce hierarchical over plain messages only, and over UCX", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::Never);
+  checkAcrossHosts(&allreduceHierarchical, "allreduceHierarchical unstaged", {Wire::SharedMemoryUcx});
+}
+
+TEST_CASE("allreduce selection across hosts: hierarchical where it can run, flat elsewhere", "[hierarchical]") {
+  setStagingPolicyForTests(StagingPolicy::AsConfigured);
+  checkAcrossHosts(&selectAllreduce, "selectAllreduce", {Wire::SharedMemory});
+  // Hosts with different numbers of ranks, and one rank per host: the flat
+  // algorithms, with the same results.
+  for (const std::vector<int>& hosts : {std::vector<int>{0, 0, 1}, std::vector<int>{0, 1, 2}}) {
+    DYNAMIC_SECTION("selectAllreduce on hosts " << layoutName(hosts)) {
+      const int n = static_cast<int>(hosts.size());
+      Cluster cluster(n, Wire::SharedMemory);
+      auto group = cluster.makeGroup("g", {}, {}, hosts);
+      auto failures = runRanks(n, [&](int rank) {
+        std::vector<int64_t> data(300001, rank + 1);
+        int64_t* pointer = data.data();
+        submitCollective(cluster.engine(rank), group[rank], "selectAllreduce", [=](Collective& c) {
+          return selectAllreduce(c, pointer, 300001, DataType::Int64, Reduction::Sum);
+        }).wait();
+        expect(std::all_of(data.begin(), data.end(), [&](int64_t x) { return x == n * (n + 1) / 2; }),
+               "flat all_reduce on an uneven layout");
+      });
+      checkNoFailures(failures);
+    }
+  }
+}
+
+namespace {
+
+Collective::Body allreduceBody(AllreduceFn algorithm, std::vector<float>& data, std::size_t count,
+                               Reduction reduction = Reduction::Sum) {
+  float* pointer = data.data();
+  return [=](Collective& c) { return algorithm(c, pointer, count, DataType::Float32, reduction); };
+}
+
+}  // namespace
+
+TEST_CASE("hierarchical all_reduce: ranks that disagree all raise", "[hierarchical][disagreement]") {
+  const std::vector<int> hosts{0, 0, 1, 1};
+  std::deque<std::vector<float>> data;
+  for (int r = 0; r < 4; ++r) {
+    data.emplace_back(4096, 1.0f);
+  }
+  SECTION("one rank runs the flat ring") {
+    auto errors = runDisagreeing(
+        Wire::SharedMemory,
+        {allreduceBody(&allreduceHierarchical, data[0], 4096), allreduceBody(&allreduceHierarchical, data[1], 4096),
+         allreduceBody(&allreduceHierarchical, data[2], 4096), allreduceBody(&allreduceRing, data[3], 4096)},
+        hosts);
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r << ": " << errors[r]);
+      CHECK_THAT(errors[r], Catch::Matchers::Contains("ranks disagree about collective #0"));
+    }
+    // Its ring neighbour (rank 0) sees its message and names both.
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("this rank runs all_reduce (SUM, hierarchical algorithm), but a "
+                                                    "peer sent a message of all_reduce (SUM, ring algorithm)"));
+  }
+  SECTION("one rank asks for MAX") {
+    auto errors = runDisagreeing(
+        Wire::SharedMemory,
+        {allreduceBody(&allreduceHierarchical, data[0], 4096),
+         allreduceBody(&allreduceHierarchical, data[1], 4096, Reduction::Max),
+         allreduceBody(&allreduceHierarchical, data[2], 4096), allreduceBody(&allreduceHierarchical, data[3], 4096)},
+        hosts);
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r << ": " << errors[r]);
+      CHECK_THAT(errors[r], Catch::Matchers::Contains("ranks disagree"));
+    }
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("phase 1: reduce_scatter (SUM, pairwise algorithm)"));
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("reduce_scatter (MAX, pairwise algorithm)"));
+  }
+  SECTION("one rank has more elements") {
+    auto errors = runDisagreeing(
+        Wire::SharedMemory,
+        {allreduceBody(&allreduceHierarchical, data[0], 4096), allreduceBody(&allreduceHierarchical, data[1], 4096),
+         allreduceBody(&allreduceHierarchical, data[2], 4096), allreduceBody(&allreduceHierarchical, data[3], 4000)},
+        hosts);
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r << ": " << errors[r]);
+      // The host that sees the sizes names them; the others learn from its
+      // notice that the ranks disagree.
+      CHECK_THAT(errors[r], Catch::Matchers::Contains("disagree"));
+    }
+    CHECK_THAT(errors[3], Catch::Matchers::Contains("(ranks disagree about the tensor sizes)"));
+  }
+}
