@@ -17,7 +17,11 @@
 # namespaces made here). A command "on host I" also gets its own hostname
 # (hostI), IPC, PID and mount namespaces, a private /dev/shm and a boot id
 # of its own, so no shared-memory segment, CMA copy or process watch can
-# cross hosts: only TCP over the veth links does. RIG (default "ucxh")
+# cross hosts: only TCP over the veth links does. Where the machine has at
+# least one core per host, each host also gets cores of its own (its
+# commands run under taskset): real hosts do not share cores, and ranks
+# that believed their host's cores were theirs would spin on a core that
+# another host's ranks need (UCXCOLL_RIG_SHARED_CORES=1 keeps them shared). RIG (default "ucxh")
 # prefixes every name, so that concurrent rigs do not meet. Needs root.
 #
 # extras: a docker-like bridge docker0 (172.17.0.1/16, the same address on
@@ -83,6 +87,18 @@ up() {
     ip -n "$SWITCH" link set "p$i" up
     cat /proc/sys/kernel/random/uuid > "$STATE/boot_id.$i"
   done
+  # Cores of its own for each host: an equal share of this process's cores.
+  local cores=()
+  read -r -a cores <<< "$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
+  local share=$((${#cores[@]} / count))
+  for ((i = 0; i < count; i++)); do
+    if [ "$share" -ge 1 ] && [ "${UCXCOLL_RIG_SHARED_CORES:-0}" != 1 ]; then
+      local list="${cores[*]:$((i * share)):share}"
+      echo "${list// /,}" > "$STATE/cores.$i"
+    else
+      : > "$STATE/cores.$i"
+    fi
+  done
   echo "$count" > "$STATE/hosts"
 }
 
@@ -96,9 +112,14 @@ run_on() {
   fi
   [ "$1" = "--" ] && shift
   [ -f "$STATE/boot_id.$host" ] || { echo "hosts.sh: no host $host in rig '$RIG'" >&2; return 2; }
+  # This host's cores, where it has its own.
+  local pin=()
+  if [ -s "$STATE/cores.$host" ]; then
+    pin=(taskset -c "$(cat "$STATE/cores.$host")")
+  fi
   # The inner shell runs in the new namespaces, before CMD: a hostname,
   # a private /dev/shm and this host's boot id (bound over the kernel's).
-  exec ip netns exec "$(host_ns "$host")" unshare --uts --ipc --pid --mount --fork --mount-proc --propagation private \
+  exec "${pin[@]}" ip netns exec "$(host_ns "$host")" unshare --uts --ipc --pid --mount --fork --mount-proc --propagation private \
     /bin/sh -c 'hostname "host$1" && mount -t tmpfs -o size=1g tmpfs /dev/shm &&
                 mount --bind "$2" /proc/sys/kernel/random/boot_id && shift 2 && exec "$@"' \
     sh "$host" "$STATE/boot_id.$host" "$@"

@@ -57,7 +57,7 @@ Task allreduceHierarchical(Collective& c, void* buffer, std::size_t count, DataT
   {
     Collective::View host(c, topology.localRanks());
     if (even) {
-      co_await selectReduceScatter(c, inputs, reduced, myCount, type, reduction);
+      co_await selectFlatReduceScatter(c, inputs, reduced, myCount, type, reduction);
     } else {
       co_await reduceScatterUneven(c, inputs, counts, reduced, type, reduction);
     }

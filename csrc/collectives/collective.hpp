@@ -212,6 +212,12 @@ Task reduceScatterPairwise(Collective& c, std::span<const void* const> inputs, v
 // than two ranks.
 Task reduceScatterRing(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
                        DataType type, Reduction reduction);
+// Across hosts (the group's topology must be hierarchical()): inside each
+// host a reduce-scatter by counterpart, so that each rank holds, reduced
+// over its host, the blocks of its counterparts on every host; across hosts
+// a reduce-scatter of those among the counterparts.
+Task reduceScatterHierarchical(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
+                               DataType type, Reduction reduction);
 // The pairwise exchange for blocks of any sizes (rank p's output: counts[p]
 // elements, the reduction of every rank's inputs[p]).
 Task reduceScatterUneven(Collective& c, std::span<const void* const> inputs, std::span<const std::size_t> counts,
@@ -257,6 +263,8 @@ Task selectFlatAllreduce(Collective& c, void* buffer, std::size_t count, DataTyp
 Task selectAlltoall(Collective& c, std::span<const Block> sends, std::span<const Block> receives);
 Task selectReduceScatter(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
                          DataType type, Reduction reduction);
+Task selectFlatReduceScatter(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
+                             DataType type, Reduction reduction);
 Task selectBarrier(Collective& c);
 
 }  // namespace ucxcoll

@@ -73,10 +73,22 @@ Task selectAlltoall(Collective& c, std::span<const Block> sends, std::span<const
 
 Task selectReduceScatter(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
                          DataType type, Reduction reduction) {
+  // Across hosts with several ranks on each, past the small blocks: the
+  // hierarchical composition (as for all_reduce).
+  const std::string& forced = config().reduceScatterAlgorithm;
+  if (c.group()->topology().hierarchical() &&
+      (forced == "hierarchical" || (forced == "auto" && !small(count * elementSize(type))))) {
+    return reduceScatterHierarchical(c, inputs, output, count, type, reduction);
+  }
+  return selectFlatReduceScatter(c, inputs, output, count, type, reduction);
+}
+
+Task selectFlatReduceScatter(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
+                             DataType type, Reduction reduction) {
   // Two ranks take the pairwise exchange, which stages them as a pair from
   // the staging threshold; more ranks take the ring from there.
   const std::string& forced = config().reduceScatterAlgorithm;
-  if (forced == "ring" || (forced == "auto" && c.size() > 2 && worthStaging(count * elementSize(type)))) {
+  if (forced == "ring" || (forced != "pairwise" && c.size() > 2 && worthStaging(count * elementSize(type)))) {
     return reduceScatterRing(c, inputs, output, count, type, reduction);
   }
   return reduceScatterPairwise(c, inputs, output, count, type, reduction);

@@ -93,8 +93,8 @@ Config parseConfig(const EnvironmentLookup& lookup) {
       read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "direct", "ring", "hierarchical"});
   c.broadcastAlgorithm = read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "binomial", "pipelined"});
   c.alltoallAlgorithm = read.choice("UCXCOLL_ALLTOALL_ALGO", c.alltoallAlgorithm, {"auto", "pairwise", "staged"});
-  c.reduceScatterAlgorithm =
-      read.choice("UCXCOLL_REDUCE_SCATTER_ALGO", c.reduceScatterAlgorithm, {"auto", "pairwise", "ring"});
+  c.reduceScatterAlgorithm = read.choice("UCXCOLL_REDUCE_SCATTER_ALGO", c.reduceScatterAlgorithm,
+                                         {"auto", "pairwise", "ring", "hierarchical"});
   c.exitGraceMilliseconds = static_cast<int>(
       read.integer("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds, 0, kMaxExitGraceMilliseconds, " (milliseconds)"));
   c.sharedMemory = read.integer("UCXCOLL_SHARED_MEMORY", 1, 0, 1, "") != 0;

@@ -11,7 +11,7 @@ HostTopology::HostTopology(const std::vector<int>& hostOf, int rank) {
   }
   // Ranks of each host, hosts in the order of their first rank.
   std::vector<int> names;
-  std::vector<std::vector<int>> ranksOf;
+  std::vector<std::vector<int>>& ranksOf = ranksOf_;
   for (std::size_t r = 0; r < hostOf.size(); ++r) {
     auto known = std::find(names.begin(), names.end(), hostOf[r]);
     if (known == names.end()) {

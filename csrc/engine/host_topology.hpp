@@ -30,6 +30,8 @@ class HostTopology {
   // each host (empty unless regular()).
   const std::vector<int>& counterparts() const { return counterparts_; }
   int hostIndex() const { return hostIndex_; }
+  // The ranks of host `host` (by host number), ascending.
+  const std::vector<int>& ranksOn(int host) const { return ranksOf_[static_cast<std::size_t>(host)]; }
 
  private:
   int hosts_ = 1;
@@ -38,6 +40,7 @@ class HostTopology {
   int localIndex_ = 0;
   std::vector<int> localRanks_;
   std::vector<int> counterparts_;
+  std::vector<std::vector<int>> ranksOf_;
 };
 
 }  // namespace ucxcoll

@@ -45,6 +45,7 @@ const char* collectiveName(Routine routine) {
     case Routine::ReduceScatterPairwise:
     case Routine::ReduceScatterStagedPair:
     case Routine::ReduceScatterRing:
+    case Routine::ReduceScatterHierarchical:
       return "reduce_scatter";
     case Routine::AlltoallPairwise:
     case Routine::AlltoallStaged:
@@ -95,6 +96,7 @@ const char* algorithmName(Routine routine) {
     case Routine::BarrierDissemination:
       return "dissemination";
     case Routine::AllreduceHierarchical:
+    case Routine::ReduceScatterHierarchical:
       return "hierarchical";
   }
   return "unknown";
@@ -116,6 +118,7 @@ Detail detailOf(Routine routine) {
     case Routine::ReduceScatterPairwise:
     case Routine::ReduceScatterStagedPair:
     case Routine::ReduceScatterRing:
+    case Routine::ReduceScatterHierarchical:
       return Detail::Reduction;
     case Routine::ReduceDirect:
       return Detail::RootAndReduction;

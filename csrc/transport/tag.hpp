@@ -110,20 +110,21 @@ enum class Routine : uint8_t {
   // own routine, only through their phases. Below 32, as a phase's tag
   // carries one in 5 bits.
   AllreduceHierarchical = 19,
+  ReduceScatterHierarchical = 20,
 };
 inline constexpr uint32_t kRoutineBits = 6;
 inline constexpr int kRoutineShift = 44;
 inline constexpr uint64_t kRoutineFieldMask = ((uint64_t{1} << kRoutineBits) - 1) << kRoutineShift;
-inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,      Routine::AllgatherRing,
-                                        Routine::AllreduceDirect,      Routine::AllreduceRing,
-                                        Routine::BroadcastBinomial,    Routine::BarrierDissemination,
-                                        Routine::ReduceDirect,         Routine::ReduceScatterPairwise,
-                                        Routine::AlltoallPairwise,     Routine::AllgatherUneven,
-                                        Routine::GatherDirect,         Routine::ScatterDirect,
-                                        Routine::BarrierMonitored,     Routine::BroadcastPipelined,
-                                        Routine::AllgatherChunkedRing, Routine::ReduceScatterStagedPair,
-                                        Routine::AlltoallStaged,       Routine::ReduceScatterRing,
-                                        Routine::AllreduceHierarchical};
+inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,       Routine::AllgatherRing,
+                                        Routine::AllreduceDirect,       Routine::AllreduceRing,
+                                        Routine::BroadcastBinomial,     Routine::BarrierDissemination,
+                                        Routine::ReduceDirect,          Routine::ReduceScatterPairwise,
+                                        Routine::AlltoallPairwise,      Routine::AllgatherUneven,
+                                        Routine::GatherDirect,          Routine::ScatterDirect,
+                                        Routine::BarrierMonitored,      Routine::BroadcastPipelined,
+                                        Routine::AllgatherChunkedRing,  Routine::ReduceScatterStagedPair,
+                                        Routine::AlltoallStaged,        Routine::ReduceScatterRing,
+                                        Routine::AllreduceHierarchical, Routine::ReduceScatterHierarchical};
 
 // ---- Phases of a composed collective ------------------------------------
 // A hierarchical algorithm runs existing algorithms one after the other on
@@ -148,7 +149,7 @@ constexpr Routine innerOf(Routine routine) {
   return static_cast<Routine>(static_cast<uint32_t>(routine) & ~kPhaseBit);
 }
 constexpr bool isComposed(Routine routine) {
-  return routine == Routine::AllreduceHierarchical;
+  return routine == Routine::AllreduceHierarchical || routine == Routine::ReduceScatterHierarchical;
 }
 constexpr uint64_t phaseSequence(uint64_t sequence, uint32_t phase, Routine composed) {
   return (((sequence << kPhaseIndexBits) | phase) << kComposedRoutineBits) | static_cast<uint64_t>(composed);

@@ -102,7 +102,7 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
       {"UCXCOLL_BCAST_ALGO", "ring", "UCXCOLL_BCAST_ALGO=ring: expected one of auto, binomial, pipelined"},
       {"UCXCOLL_ALLTOALL_ALGO", "ring", "UCXCOLL_ALLTOALL_ALGO=ring: expected one of auto, pairwise, staged"},
       {"UCXCOLL_REDUCE_SCATTER_ALGO", "staged",
-       "UCXCOLL_REDUCE_SCATTER_ALGO=staged: expected one of auto, pairwise, ring"},
+       "UCXCOLL_REDUCE_SCATTER_ALGO=staged: expected one of auto, pairwise, ring, hierarchical"},
   };
   const Config defaults = parse({});
   for (const Case& bad : cases) {

@@ -182,6 +182,93 @@ TEST_CASE("allreduce selection across hosts: hierarchical where it can run, flat
 
 namespace {
 
+using ReduceScatterFn = Task (*)(Collective&, std::span<const void* const>, void*, std::size_t, DataType, Reduction);
+
+// Rank p's output is block p of every rank's input, reduced: int64 SUM and
+// int32 MAX, every layout, block sizes from empty to staged.
+void checkReduceScatterAcrossHosts(ReduceScatterFn algorithm, const char* name, std::initializer_list<Wire> wires) {
+  const std::vector<std::size_t> counts{0, 1, 5, 1001, 65536 + 3};
+  for (Wire wire : wires) {
+    for (const auto& hosts : kLayouts) {
+      DYNAMIC_SECTION(name << " on hosts " << layoutName(hosts) << " over " << wireName(wire)) {
+        const int n = static_cast<int>(hosts.size());
+        Cluster cluster(n, wire, disturbed(n + 400));
+        auto group = cluster.makeGroup("g", {}, {}, hosts);
+        auto failures = runRanks(n, [&](int rank) {
+          std::deque<std::vector<int64_t>> sumInputs, sums;
+          std::deque<std::vector<int32_t>> maxInputs, maxima;
+          std::deque<std::vector<const void*>> blockLists;
+          std::vector<Submitted> pending;
+          auto blocksOf = [&](const auto& input, std::size_t count) -> std::span<const void* const> {
+            auto& blocks = blockLists.emplace_back();
+            for (int p = 0; p < n; ++p) {
+              blocks.push_back(input.data() + static_cast<std::size_t>(p) * count);
+            }
+            return blocks;
+          };
+          for (std::size_t count : counts) {
+            auto& s = sumInputs.emplace_back(count * static_cast<std::size_t>(n));
+            auto& m = maxInputs.emplace_back(count * static_cast<std::size_t>(n));
+            for (std::size_t i = 0; i < s.size(); ++i) {
+              s[i] = static_cast<int64_t>(valueOf(rank, i)) << 20;
+              m[i] = valueOf((rank + static_cast<int>(i)) % n, i);
+            }
+            int64_t* sumOut = sums.emplace_back(count, -1).data();
+            int32_t* maxOut = maxima.emplace_back(count, -1).data();
+            auto sumBlocks = blocksOf(s, count);
+            auto maxBlocks = blocksOf(m, count);
+            pending.push_back(submitCollective(cluster.engine(rank), group[rank], name, [=](Collective& c) {
+              return algorithm(c, sumBlocks, sumOut, count, DataType::Int64, Reduction::Sum);
+            }));
+            pending.push_back(submitCollective(cluster.engine(rank), group[rank], name, [=](Collective& c) {
+              return algorithm(c, maxBlocks, maxOut, count, DataType::Int32, Reduction::Max);
+            }));
+          }
+          for (auto& op : pending) {
+            op.wait();
+          }
+          for (std::size_t k = 0; k < counts.size(); ++k) {
+            for (std::size_t i = 0; i < counts[k]; ++i) {
+              const std::size_t at = static_cast<std::size_t>(rank) * counts[k] + i;
+              int64_t sum = 0;
+              int32_t max = valueOf(0, at);
+              for (int r = 0; r < n; ++r) {
+                sum += static_cast<int64_t>(valueOf(r, at)) << 20;
+                max = std::max(max, valueOf(r, at));
+              }
+              expect(sums[k][i] == sum, [&] { return std::string(name) + " int64 element " + std::to_string(i); });
+              expect(maxima[k][i] == max,
+                     [&] { return std::string(name) + " int32 max element " + std::to_string(i); });
+            }
+          }
+        });
+        checkNoFailures(failures);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reduce_scatter hierarchical on every host layout", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::AsConfigured);
+  checkReduceScatterAcrossHosts(&reduceScatterHierarchical, "reduceScatterHierarchical",
+                                {Wire::Loopback, Wire::SharedMemory});
+}
+
+TEST_CASE("reduce_scatter hierarchical over plain messages only, and over UCX", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::Never);
+  checkReduceScatterAcrossHosts(&reduceScatterHierarchical, "reduceScatterHierarchical unstaged",
+                                {Wire::SharedMemoryUcx});
+}
+
+TEST_CASE("reduce_scatter selection across hosts", "[hierarchical]") {
+  setStagingPolicyForTests(StagingPolicy::AsConfigured);
+  checkReduceScatterAcrossHosts(&selectReduceScatter, "selectReduceScatter", {Wire::SharedMemory});
+}
+
+namespace {
+
 Collective::Body allreduceBody(AllreduceFn algorithm, std::vector<float>& data, std::size_t count,
                                Reduction reduction = Reduction::Sum) {
   float* pointer = data.data();

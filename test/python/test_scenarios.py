@@ -53,7 +53,7 @@ def init_one_rank(**env):
     ("UCXCOLL_ALLREDUCE_ALGO", "tree", "one of auto, direct, ring, hierarchical"),
     ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, binomial, pipelined"),
     ("UCXCOLL_ALLTOALL_ALGO", "ring", "one of auto, pairwise, staged"),
-    ("UCXCOLL_REDUCE_SCATTER_ALGO", "staged", "one of auto, pairwise, ring"),
+    ("UCXCOLL_REDUCE_SCATTER_ALGO", "staged", "one of auto, pairwise, ring, hierarchical"),
     ("UCXCOLL_NET_DEVICES", "^", "interface names or prefixes separated by commas, optionally after ^ (all but "
      "these) and = (exact names), as in eth0,eth1 or ^docker,lo or =eth0"),
     ("UCXCOLL_NET_DEVICES", "eth0,,lo", "interface names or prefixes separated by commas, optionally after ^ (all "
