@@ -271,7 +271,7 @@ TEST_CASE("reduce_scatter hierarchical over plain messages only, and over UCX", 
                                 {Wire::SharedMemoryUcx});
 }
 
-TEST_CASE("reduce_scatter selection across hosts", "[hierarchical]") {
+TEST_CASE("reduce_scatter selection across hosts (the flat algorithms unless asked)", "[hierarchical]") {
   setStagingPolicyForTests(StagingPolicy::AsConfigured);
   checkReduceScatterAcrossHosts(&selectReduceScatter, "selectReduceScatter", {Wire::SharedMemory});
 }
