@@ -58,7 +58,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reduce(std::vector<at::Tensor>& tenso
   }
   auto count = static_cast<std::size_t>(input.numel());
   Collective::Body body = [input, output, count, request, root](Collective& c) {
-    return reduceDirect(c, input.data_ptr(), output.defined() ? output.data_ptr() : nullptr, count, request.type,
+    return selectReduce(c, input.data_ptr(), output.defined() ? output.data_ptr() : nullptr, count, request.type,
                         request.reduction, root);
   };
   body = averagedIfNeeded(std::move(body), request.reduction, request.type, output);

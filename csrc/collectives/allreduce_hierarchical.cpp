@@ -69,7 +69,7 @@ Task allreduceHierarchical(Collective& c, void* buffer, std::size_t count, DataT
   {
     Collective::View host(c, topology.localRanks());
     if (even) {
-      co_await selectAllgather(c, reduced, outputs, myCount * element);
+      co_await selectFlatAllgather(c, reduced, outputs, myCount * element);
     } else {
       std::vector<Block> sends(static_cast<std::size_t>(parts), Block{reduced, myCount * element});
       std::vector<Block> receives;

@@ -34,6 +34,9 @@ void Collective::begin(tag::Routine routine, uint32_t detail) {
     if (viewBegun_) {
       throw std::logic_error("Collective::begin called twice in one rank view");
     }
+    if (viewCarriesGroupDetail_ && tag::detailOf(routine) != tag::detailOf(routine_)) {
+      throw std::logic_error("a phase carries its composition's detail only where both have the same kind");
+    }
     viewRoutine_ = routine;
     viewDetail_ = detail;
     viewBegun_ = true;
@@ -47,7 +50,7 @@ void Collective::begin(tag::Routine routine, uint32_t detail) {
   begun_ = true;
 }
 
-Collective::View::View(Collective& c, std::vector<int> members) : c_(c) {
+Collective::View::View(Collective& c, std::vector<int> members, Tags tags) : c_(c) {
   if (!c.begun_ || !tag::isComposed(c.routine_) || c.inView_) {
     throw std::logic_error("a rank view is entered by a composed routine, after its begin, one at a time");
   }
@@ -63,6 +66,7 @@ Collective::View::View(Collective& c, std::vector<int> members) : c_(c) {
   c.members_ = std::move(members);
   c.inView_ = true;
   c.viewBegun_ = false;
+  c.viewCarriesGroupDetail_ = tags == Tags::GroupDetail;
   ++c.phases_;
 }
 
@@ -79,7 +83,7 @@ uint64_t Collective::tagFor(uint32_t channel, uint32_t slot, int sender) const {
       throw std::logic_error("an algorithm sent or received in a rank view before Collective::begin");
     }
     return layout.make(channel, tag::phaseOf(viewRoutine_), tag::phaseSequence(sequence_, phases_ - 1, routine_),
-                       layout.slotFor(viewRoutine_, viewDetail_, slot), static_cast<uint32_t>(sender));
+                       layout.slotFor(viewRoutine_, phaseTagDetail(), slot), static_cast<uint32_t>(sender));
   }
   if (!begun_) {
     throw std::logic_error("an algorithm sent or received before Collective::begin");
@@ -109,7 +113,9 @@ std::string Collective::describe(tag::Routine routine, uint32_t detail) const {
 
 std::string Collective::describeDetail(tag::Routine routine, uint32_t detail) {
   const std::string algorithm = std::string(tag::algorithmName(routine)) + " algorithm)";
-  const bool towardsRoot = routine == tag::Routine::GatherDirect || routine == tag::Routine::ReduceDirect;
+  const tag::Routine inner = tag::innerOf(routine);
+  const bool towardsRoot = inner == tag::Routine::GatherDirect || inner == tag::Routine::ReduceDirect ||
+                           inner == tag::Routine::ReduceHierarchical;
   const char* rootWord = towardsRoot ? " to rank " : " from rank ";
   switch (tag::detailOf(routine)) {
     case tag::Detail::Root:
@@ -128,7 +134,7 @@ std::string Collective::describeDetail(tag::Routine routine, uint32_t detail) {
 std::string Collective::describeProgress() const {
   std::string text = begun_ ? describe() + describeDetail(routine_, detail_) : describe();
   if (inView_ && viewBegun_) {
-    text += ", phase " + std::to_string(phases_) + ": " + describe(viewRoutine_, viewDetail_) + " among ranks";
+    text += ", phase " + std::to_string(phases_) + ": " + describe(viewRoutine_, phaseTagDetail()) + " among ranks";
     for (std::size_t i = 0; i < members_.size(); ++i) {
       text += (i == 0 ? " " : ", ") + std::to_string(members_[i]);
     }
@@ -214,14 +220,28 @@ std::exception_ptr Collective::checkOwnEvidence(Transport& transport) {
     return found;
   }
   if (!inView_ || !viewBegun_) {
-    return nullptr;
+    // A flat algorithm (or a composition between its phases) never matches
+    // a phase of another composition.
+    return checkOtherCompositions(transport, mine);
   }
   // In a phase: a message of another composition under this collective's
   // number (at any phase), or of this phase with another algorithm, root
   // or reduction.
+  const std::string phase =
+      mine + ", phase " + std::to_string(phases_) + ": " + describe(viewRoutine_, phaseTagDetail());
+  if (auto found = checkOtherCompositions(transport, phase)) {
+    return found;
+  }
+  if (auto found = checkEvidence(transport, tag::phaseOf(viewRoutine_), phaseTagDetail(),
+                                 tag::phaseSequence(sequence_, phases_ - 1, routine_), phase)) {
+    return found;
+  }
+  return viewCarriesGroupDetail_ ? checkOtherPhasesDetail(transport, phase) : nullptr;
+}
+
+std::exception_ptr Collective::checkOtherCompositions(Transport& transport, const std::string& mine) {
   const tag::CollectiveLayout& layout = group()->layout();
   const uint32_t channel = group()->channel();
-  const std::string phase = mine + ", phase " + std::to_string(phases_) + ": " + describe(viewRoutine_, viewDetail_);
   const uint64_t anyPhaseRoutine = layout.sameCollectiveMask() | (uint64_t{tag::kPhaseBit} << tag::kRoutineShift);
   for (tag::Routine composed : tag::kRoutines) {
     if (!tag::isComposed(composed) || composed == routine_) {
@@ -230,12 +250,32 @@ std::exception_ptr Collective::checkOwnEvidence(Transport& transport) {
     for (uint32_t index = 0; index < (1u << tag::kPhaseIndexBits); ++index) {
       const uint64_t field = tag::phaseSequence(sequence_, index, composed);
       if (auto found = transport.probe(layout.make(channel, tag::phaseOf(tag::Routine{}), field, 0), anyPhaseRoutine)) {
-        return evidenceOfDisagreement(phase, found->senderTag);
+        return evidenceOfDisagreement(mine, found->senderTag);
       }
     }
   }
-  return checkEvidence(transport, tag::phaseOf(viewRoutine_), viewDetail_,
-                       tag::phaseSequence(sequence_, phases_ - 1, routine_), phase);
+  return nullptr;
+}
+
+std::exception_ptr Collective::checkOtherPhasesDetail(Transport& transport, const std::string& mine) {
+  // Every phase's messages carry the composition's root (and reduction):
+  // the first message waiting here from another phase tells, as a rank
+  // waits in one phase while a peer that disagrees is in another.
+  const tag::CollectiveLayout& layout = group()->layout();
+  const uint32_t channel = group()->channel();
+  const uint64_t anyPhaseRoutine = layout.sameCollectiveMask() | (uint64_t{tag::kPhaseBit} << tag::kRoutineShift);
+  for (uint32_t index = 0; index < (1u << tag::kPhaseIndexBits); ++index) {
+    if (index == phases_ - 1) {
+      continue;
+    }
+    const uint64_t field = tag::phaseSequence(sequence_, index, routine_);
+    if (auto found = transport.probe(layout.make(channel, tag::phaseOf(tag::Routine{}), field, 0), anyPhaseRoutine)) {
+      if (layout.detail(found->senderTag) != detail_) {
+        return evidenceOfDisagreement(mine, found->senderTag);
+      }
+    }
+  }
+  return nullptr;
 }
 
 std::exception_ptr Collective::checkEvidence(Transport& transport, tag::Routine routine, uint32_t detail,

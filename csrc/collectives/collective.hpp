@@ -69,9 +69,16 @@ class Collective : public Operation {
   // runs unchanged on a view. Every rank of the group enters the same views
   // in the same order (also one in which it is alone), as the phase number
   // counts them; at most 2^kPhaseIndexBits per collective.
+  //
+  // A rooted composition (broadcast, reduce) enters its views with
+  // Tags::GroupDetail: their messages then carry the composed collective's
+  // root (and reduction) in place of the root the view's algorithm sees, so
+  // ranks that disagree about the root tell from any phase's messages, also
+  // a rank that has no part in the phase where the others wait.
   class View {
    public:
-    View(Collective& c, std::vector<int> members);
+    enum class Tags { ViewDetail, GroupDetail };
+    View(Collective& c, std::vector<int> members, Tags tags = Tags::ViewDetail);
     ~View();
     View(const View&) = delete;
     View& operator=(const View&) = delete;
@@ -152,6 +159,13 @@ class Collective : public Operation {
   tag::Routine viewRoutine_{};
   uint32_t viewDetail_ = 0;
   bool viewBegun_ = false;
+  bool viewCarriesGroupDetail_ = false;
+  // The detail the current phase's tags carry.
+  uint32_t phaseTagDetail() const { return viewCarriesGroupDetail_ ? detail_ : viewDetail_; }
+  // A message of a phase of another composition than this one.
+  std::exception_ptr checkOtherCompositions(Transport& transport, const std::string& mine);
+  // A message of another phase of this composition with another detail.
+  std::exception_ptr checkOtherPhasesDetail(Transport& transport, const std::string& mine);
 };
 
 // Copy that tolerates the same or overlapping buffers (in-place collectives
@@ -167,12 +181,23 @@ Task allgatherRing(Collective& c, const void* input, std::span<void* const> outp
 // The ring in chunks staged through shared memory where a link can be, for
 // large messages.
 Task allgatherChunkedRing(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
+// The direct exchange where each rank contributes inputs.size() blocks of
+// `bytes`: rank r's block j lands in outputs[r * inputs.size() + j].
+Task allgatherDirectBlocks(Collective& c, std::span<const void* const> inputs, std::span<void* const> outputs,
+                           std::size_t bytes);
+// Across hosts (the group's topology must be hierarchical()): an all-gather
+// among counterparts, then inside each host a direct exchange of the blocks
+// each rank then holds.
+Task allgatherHierarchical(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
 
 // Broadcast `bytes` at `buffer` from group rank `root` to all ranks.
 Task broadcastBinomial(Collective& c, void* buffer, std::size_t bytes, int root);
 // The same as a chain from the root, in chunks passed on as they arrive
 // (staged through shared memory where a link can be): for large messages.
 Task broadcastPipelined(Collective& c, void* buffer, std::size_t bytes, int root);
+// Across hosts (hierarchical() topology): from the root to its counterparts,
+// then inside each host.
+Task broadcastHierarchical(Collective& c, void* buffer, std::size_t bytes, int root);
 
 // All-reduce `count` elements in place.
 Task allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
@@ -196,6 +221,11 @@ Task barrierMonitored(Collective& c);
 // may be input there; other ranks' output is not touched).
 Task reduceDirect(Collective& c, const void* input, void* output, std::size_t count, DataType type, Reduction reduction,
                   int root);
+
+// Across hosts (hierarchical() topology): inside each host to the rank at
+// the root's place, then among those to the root.
+Task reduceHierarchical(Collective& c, const void* input, void* output, std::size_t count, DataType type,
+                        Reduction reduction, int root);
 
 // The large reduce of two ranks whose links (both to the peer) are staged
 // through shared memory; called by reduceDirect once `links` is connected.
@@ -251,14 +281,18 @@ Task alltoallPairwise(Collective& c, tag::Routine routine, std::span<const Block
 // block staged through shared memory where its link can be: for large ones.
 Task alltoallStaged(Collective& c, std::span<const Block> sends, std::span<const Block> receives);
 
-// ---- Selection (select.cpp): the algorithm for this message and group size,
-// or the one UCXCOLL_*_ALGO forces. --------------------------------------
+// ---- Selection (select.cpp): the algorithm for this message, group size
+// and topology, or the one UCXCOLL_*_ALGO forces. The selectFlat* forms
+// choose among the algorithms that run on any ranks (not the compositions):
+// for the phases of a composition. -------------------------------------
 Task selectAllgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
+Task selectFlatAllgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
 Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root);
+Task selectFlatBroadcast(Collective& c, void* buffer, std::size_t bytes, int root);
 Task selectAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
-// Among the algorithms that run on any ranks (not hierarchical): for the
-// phases of a composition.
 Task selectFlatAllreduce(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
+Task selectReduce(Collective& c, const void* input, void* output, std::size_t count, DataType type, Reduction reduction,
+                  int root);
 // Equal blocks of `sends[rank].bytes`; staged once a block is worth staging.
 Task selectAlltoall(Collective& c, std::span<const Block> sends, std::span<const Block> receives);
 Task selectReduceScatter(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
@@ -266,5 +300,8 @@ Task selectReduceScatter(Collective& c, std::span<const void* const> inputs, voi
 Task selectFlatReduceScatter(Collective& c, std::span<const void* const> inputs, void* output, std::size_t count,
                              DataType type, Reduction reduction);
 Task selectBarrier(Collective& c);
+// "auto" and the algorithms of the table that UCXCOLL_*_ALGO variable
+// `setting` chooses from, in table order (what config.cpp must accept).
+std::vector<std::string> selectableAlgorithms(const std::string& setting);
 
 }  // namespace ucxcoll

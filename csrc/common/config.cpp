@@ -87,14 +87,16 @@ Config parseConfig(const EnvironmentLookup& lookup) {
       "UCXCOLL_SMALL_MSG_BYTES", static_cast<long>(c.smallMessageBytes), 0, kMaxSmallMessageBytes, " (bytes)"));
   c.stagingMinBytes = static_cast<std::size_t>(read.integer(
       "UCXCOLL_STAGING_MIN_BYTES", static_cast<long>(c.stagingMinBytes), 0, kMaxSmallMessageBytes, " (bytes)"));
-  c.allgatherAlgorithm =
-      read.choice("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm, {"auto", "direct", "ring", "chunked"});
+  c.allgatherAlgorithm = read.choice("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm,
+                                     {"auto", "hierarchical", "direct", "chunked", "ring"});
   c.allreduceAlgorithm =
-      read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "direct", "ring", "hierarchical"});
-  c.broadcastAlgorithm = read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "binomial", "pipelined"});
-  c.alltoallAlgorithm = read.choice("UCXCOLL_ALLTOALL_ALGO", c.alltoallAlgorithm, {"auto", "pairwise", "staged"});
+      read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "hierarchical", "direct", "ring"});
+  c.broadcastAlgorithm =
+      read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "hierarchical", "pipelined", "binomial"});
+  c.alltoallAlgorithm = read.choice("UCXCOLL_ALLTOALL_ALGO", c.alltoallAlgorithm, {"auto", "staged", "pairwise"});
   c.reduceScatterAlgorithm = read.choice("UCXCOLL_REDUCE_SCATTER_ALGO", c.reduceScatterAlgorithm,
-                                         {"auto", "pairwise", "ring", "hierarchical"});
+                                         {"auto", "hierarchical", "ring", "pairwise"});
+  c.reduceAlgorithm = read.choice("UCXCOLL_REDUCE_ALGO", c.reduceAlgorithm, {"auto", "hierarchical", "direct"});
   c.exitGraceMilliseconds = static_cast<int>(
       read.integer("UCXCOLL_EXIT_GRACE_MS", c.exitGraceMilliseconds, 0, kMaxExitGraceMilliseconds, " (milliseconds)"));
   c.sharedMemory = read.integer("UCXCOLL_SHARED_MEMORY", 1, 0, 1, "") != 0;
@@ -119,7 +121,7 @@ std::string groupWideSettings(const Config& c) {
          " UCXCOLL_STAGING_MIN_BYTES=" + std::to_string(c.stagingMinBytes) +
          " UCXCOLL_ALLGATHER_ALGO=" + c.allgatherAlgorithm + " UCXCOLL_ALLREDUCE_ALGO=" + c.allreduceAlgorithm +
          " UCXCOLL_BCAST_ALGO=" + c.broadcastAlgorithm + " UCXCOLL_ALLTOALL_ALGO=" + c.alltoallAlgorithm +
-         " UCXCOLL_REDUCE_SCATTER_ALGO=" + c.reduceScatterAlgorithm;
+         " UCXCOLL_REDUCE_SCATTER_ALGO=" + c.reduceScatterAlgorithm + " UCXCOLL_REDUCE_ALGO=" + c.reduceAlgorithm;
 }
 
 namespace {

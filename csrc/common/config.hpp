@@ -42,13 +42,15 @@ struct Config {
   // 4 MiB 922 against 556).
   std::size_t stagingMinBytes = std::size_t{256} << 10;
   // UCXCOLL_ALLGATHER_ALGO / UCXCOLL_ALLREDUCE_ALGO / UCXCOLL_BCAST_ALGO /
-  // UCXCOLL_ALLTOALL_ALGO / UCXCOLL_REDUCE_SCATTER_ALGO: "auto" or force
+  // UCXCOLL_ALLTOALL_ALGO / UCXCOLL_REDUCE_SCATTER_ALGO /
+  // UCXCOLL_REDUCE_ALGO: "auto" or force
   // one algorithm by name (for benchmarks and tests).
   std::string allgatherAlgorithm = "auto";
   std::string allreduceAlgorithm = "auto";
   std::string broadcastAlgorithm = "auto";
   std::string alltoallAlgorithm = "auto";
   std::string reduceScatterAlgorithm = "auto";
+  std::string reduceAlgorithm = "auto";
   // UCXCOLL_EXIT_GRACE_MS: at interpreter exit, how long collectives still
   // queued or running may take to finish before they are aborted. Peers
   // usually exit after the same collectives, so they complete at once; a

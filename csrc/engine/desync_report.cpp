@@ -22,9 +22,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <sstream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -101,6 +103,15 @@ std::string formatRanks(const std::vector<int>& ranks) {
     i = j + 1;
   }
   return out.str();
+}
+
+// How many collectives a describeState() answer says its rank completed.
+uint64_t completedIn(const std::string& state) {
+  constexpr std::string_view kLast = "last completed collective #";
+  if (state.rfind(kLast, 0) != 0) {
+    return 0;  // "no collective completed yet"
+  }
+  return std::strtoull(state.c_str() + kLast.size(), nullptr, 10) + 1;
 }
 
 }  // namespace
@@ -204,9 +215,26 @@ bool Engine::startDesyncReport(Operation& op) {
         ++unlisted;
       }
     }
+    // A collective that waits on ranks that wait on others (a composition's
+    // phases) names whom it waits for; the ranks that have not even started
+    // it are the cause, so they are named too.
+    std::vector<int> notStarted;
+    if (group.running_ == &timedOut) {
+      const uint64_t mine = group.completedCollectives_;
+      for (const auto& [state, ranks] : states) {
+        if (completedIn(state) < mine ||
+            (completedIn(state) == mine && state.find("; in no collective of this group") != std::string::npos)) {
+          notStarted.insert(notStarted.end(), ranks.begin(), ranks.end());
+        }
+      }
+      std::sort(notStarted.begin(), notStarted.end());
+    }
     std::ostringstream report;
-    report << timedOut.name() << timedOut.timedOutAfter() << timedOut.describeMissingPeers()
-           << "; what the ranks of the group are doing:\n  rank " << group.rank()
+    report << timedOut.name() << timedOut.timedOutAfter() << timedOut.describeMissingPeers();
+    if (!notStarted.empty()) {
+      report << "; " << formatRanks(notStarted) << (notStarted.size() == 1 ? " has" : " have") << " not started it";
+    }
+    report << "; what the ranks of the group are doing:\n  rank " << group.rank()
            << " (this rank): " << describeState(group);
     for (const auto& [state, ranks] : states) {
       report << "\n  " << formatRanks(ranks) << ": " << state;

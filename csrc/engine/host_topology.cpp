@@ -22,6 +22,12 @@ HostTopology::HostTopology(const std::vector<int>& hostOf, int rank) {
     ranksOf[static_cast<std::size_t>(known - names.begin())].push_back(static_cast<int>(r));
   }
   hosts_ = static_cast<int>(names.size());
+  placeOf_.resize(hostOf.size());
+  for (std::size_t host = 0; host < ranksOf.size(); ++host) {
+    for (std::size_t place = 0; place < ranksOf[host].size(); ++place) {
+      placeOf_[static_cast<std::size_t>(ranksOf[host][place])] = {static_cast<int>(host), static_cast<int>(place)};
+    }
+  }
   hostIndex_ =
       static_cast<int>(std::find(names.begin(), names.end(), hostOf[static_cast<std::size_t>(rank)]) - names.begin());
   localRanks_ = ranksOf[static_cast<std::size_t>(hostIndex_)];

@@ -10,6 +10,13 @@
 
 namespace ucxcoll {
 
+// Where a rank runs: its host's number and its place among that host's
+// ranks.
+struct RankPlace {
+  int host;
+  int place;
+};
+
 class HostTopology {
  public:
   // `hostOf[r]`: any number naming group rank r's host (equal numbers: one
@@ -32,6 +39,7 @@ class HostTopology {
   int hostIndex() const { return hostIndex_; }
   // The ranks of host `host` (by host number), ascending.
   const std::vector<int>& ranksOn(int host) const { return ranksOf_[static_cast<std::size_t>(host)]; }
+  RankPlace placeOf(int rank) const { return placeOf_[static_cast<std::size_t>(rank)]; }
 
  private:
   int hosts_ = 1;
@@ -41,6 +49,7 @@ class HostTopology {
   std::vector<int> localRanks_;
   std::vector<int> counterparts_;
   std::vector<std::vector<int>> ranksOf_;
+  std::vector<RankPlace> placeOf_;
 };
 
 }  // namespace ucxcoll

@@ -30,6 +30,7 @@ const char* collectiveName(Routine routine) {
     case Routine::AllgatherDirect:
     case Routine::AllgatherRing:
     case Routine::AllgatherChunkedRing:
+    case Routine::AllgatherHierarchical:
       return "all_gather";
     case Routine::AllreduceDirect:
     case Routine::AllreduceRing:
@@ -37,10 +38,12 @@ const char* collectiveName(Routine routine) {
       return "all_reduce";
     case Routine::BroadcastBinomial:
     case Routine::BroadcastPipelined:
+    case Routine::BroadcastHierarchical:
       return "broadcast";
     case Routine::BarrierDissemination:
       return "barrier";
     case Routine::ReduceDirect:
+    case Routine::ReduceHierarchical:
       return "reduce";
     case Routine::ReduceScatterPairwise:
     case Routine::ReduceScatterStagedPair:
@@ -97,6 +100,9 @@ const char* algorithmName(Routine routine) {
       return "dissemination";
     case Routine::AllreduceHierarchical:
     case Routine::ReduceScatterHierarchical:
+    case Routine::AllgatherHierarchical:
+    case Routine::BroadcastHierarchical:
+    case Routine::ReduceHierarchical:
       return "hierarchical";
   }
   return "unknown";
@@ -109,6 +115,7 @@ Detail detailOf(Routine routine) {
   switch (routine) {
     case Routine::BroadcastBinomial:
     case Routine::BroadcastPipelined:
+    case Routine::BroadcastHierarchical:
     case Routine::GatherDirect:
     case Routine::ScatterDirect:
       return Detail::Root;
@@ -121,6 +128,7 @@ Detail detailOf(Routine routine) {
     case Routine::ReduceScatterHierarchical:
       return Detail::Reduction;
     case Routine::ReduceDirect:
+    case Routine::ReduceHierarchical:
       return Detail::RootAndReduction;
     default:
       return Detail::None;

@@ -111,6 +111,9 @@ enum class Routine : uint8_t {
   // carries one in 5 bits.
   AllreduceHierarchical = 19,
   ReduceScatterHierarchical = 20,
+  AllgatherHierarchical = 21,
+  BroadcastHierarchical = 22,
+  ReduceHierarchical = 23,
 };
 inline constexpr uint32_t kRoutineBits = 6;
 inline constexpr int kRoutineShift = 44;
@@ -124,7 +127,9 @@ inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,       Routine:
                                         Routine::BarrierMonitored,      Routine::BroadcastPipelined,
                                         Routine::AllgatherChunkedRing,  Routine::ReduceScatterStagedPair,
                                         Routine::AlltoallStaged,        Routine::ReduceScatterRing,
-                                        Routine::AllreduceHierarchical, Routine::ReduceScatterHierarchical};
+                                        Routine::AllreduceHierarchical, Routine::ReduceScatterHierarchical,
+                                        Routine::AllgatherHierarchical, Routine::BroadcastHierarchical,
+                                        Routine::ReduceHierarchical};
 
 // ---- Phases of a composed collective ------------------------------------
 // A hierarchical algorithm runs existing algorithms one after the other on
@@ -149,7 +154,9 @@ constexpr Routine innerOf(Routine routine) {
   return static_cast<Routine>(static_cast<uint32_t>(routine) & ~kPhaseBit);
 }
 constexpr bool isComposed(Routine routine) {
-  return routine == Routine::AllreduceHierarchical || routine == Routine::ReduceScatterHierarchical;
+  return routine == Routine::AllreduceHierarchical || routine == Routine::ReduceScatterHierarchical ||
+         routine == Routine::AllgatherHierarchical || routine == Routine::BroadcastHierarchical ||
+         routine == Routine::ReduceHierarchical;
 }
 constexpr uint64_t phaseSequence(uint64_t sequence, uint32_t phase, Routine composed) {
   return (((sequence << kPhaseIndexBits) | phase) << kComposedRoutineBits) | static_cast<uint64_t>(composed);

@@ -45,6 +45,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
                     {"UCXCOLL_BCAST_ALGO", "binomial"},
                     {"UCXCOLL_ALLTOALL_ALGO", "staged"},
                     {"UCXCOLL_REDUCE_SCATTER_ALGO", "ring"},
+                    {"UCXCOLL_REDUCE_ALGO", "hierarchical"},
                     {"UCXCOLL_EXIT_GRACE_MS", "0"},
                     {"UCXCOLL_SHARED_MEMORY", "0"},
                     {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "1"},
@@ -58,6 +59,7 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
   CHECK(c.allgatherAlgorithm == "ring");
   CHECK(c.allreduceAlgorithm == "direct");
   CHECK(c.alltoallAlgorithm == "staged");
+  CHECK(c.reduceAlgorithm == "hierarchical");
   CHECK(c.reduceScatterAlgorithm == "ring");
   CHECK(c.exitGraceMilliseconds == 0);
   CHECK_FALSE(c.sharedMemory);
@@ -96,13 +98,16 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
        "UCXCOLL_PEER_LIVENESS_MS=2s: expected an integer from 100 to 3600000 (milliseconds)"},
       {"UCXCOLL_LOG_LEVEL", "verbose", "UCXCOLL_LOG_LEVEL=verbose: expected one of error, warn, info, debug"},
       {"UCXCOLL_LOG_LEVEL", "WARN", "UCXCOLL_LOG_LEVEL=WARN: expected one of error, warn, info, debug"},
-      {"UCXCOLL_ALLGATHER_ALGO", "tree", "UCXCOLL_ALLGATHER_ALGO=tree: expected one of auto, direct, ring, chunked"},
+      {"UCXCOLL_ALLGATHER_ALGO", "tree",
+       "UCXCOLL_ALLGATHER_ALGO=tree: expected one of auto, hierarchical, direct, chunked, ring"},
       {"UCXCOLL_ALLREDUCE_ALGO", "rabenseifner",
-       "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, direct, ring, hierarchical"},
-      {"UCXCOLL_BCAST_ALGO", "ring", "UCXCOLL_BCAST_ALGO=ring: expected one of auto, binomial, pipelined"},
-      {"UCXCOLL_ALLTOALL_ALGO", "ring", "UCXCOLL_ALLTOALL_ALGO=ring: expected one of auto, pairwise, staged"},
+       "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, hierarchical, direct, ring"},
+      {"UCXCOLL_BCAST_ALGO", "ring",
+       "UCXCOLL_BCAST_ALGO=ring: expected one of auto, hierarchical, pipelined, binomial"},
+      {"UCXCOLL_ALLTOALL_ALGO", "ring", "UCXCOLL_ALLTOALL_ALGO=ring: expected one of auto, staged, pairwise"},
       {"UCXCOLL_REDUCE_SCATTER_ALGO", "staged",
-       "UCXCOLL_REDUCE_SCATTER_ALGO=staged: expected one of auto, pairwise, ring, hierarchical"},
+       "UCXCOLL_REDUCE_SCATTER_ALGO=staged: expected one of auto, hierarchical, ring, pairwise"},
+      {"UCXCOLL_REDUCE_ALGO", "tree", "UCXCOLL_REDUCE_ALGO=tree: expected one of auto, hierarchical, direct"},
   };
   const Config defaults = parse({});
   for (const Case& bad : cases) {
@@ -132,7 +137,7 @@ TEST_CASE("the group-wide settings name every algorithm choice, and differences 
   CHECK(defaults ==
         "UCXCOLL_SMALL_MSG_BYTES=32768 UCXCOLL_STAGING_MIN_BYTES=262144 UCXCOLL_ALLGATHER_ALGO=auto "
         "UCXCOLL_ALLREDUCE_ALGO=auto UCXCOLL_BCAST_ALGO=auto UCXCOLL_ALLTOALL_ALGO=auto "
-        "UCXCOLL_REDUCE_SCATTER_ALGO=auto");
+        "UCXCOLL_REDUCE_SCATTER_ALGO=auto UCXCOLL_REDUCE_ALGO=auto");
   // Settings that leave algorithms alone may differ between ranks.
   CHECK(groupWideSettings(parse({{"UCXCOLL_SPIN_US", "0"}, {"UCXCOLL_SHARED_MEMORY", "0"}})) == defaults);
   CHECK(settingDifferences(defaults, defaults).empty());

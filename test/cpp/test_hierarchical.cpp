@@ -13,6 +13,7 @@
 
 #include "cluster.hpp"
 #include "collectives/staging.hpp"
+#include "common/config.hpp"
 #include "common/error.hpp"
 #include "engine/host_topology.hpp"
 
@@ -333,5 +334,312 @@ TEST_CASE("hierarchical all_reduce: ranks that disagree all raise", "[hierarchic
       CHECK_THAT(errors[r], Catch::Matchers::Contains("disagree"));
     }
     CHECK_THAT(errors[3], Catch::Matchers::Contains("(ranks disagree about the tensor sizes)"));
+  }
+}
+
+namespace {
+
+// Runs `rank` on every layout over `wires` (a fresh cluster for each), and
+// fails on any rank's failure.
+void forEachLayout(const char* name, std::initializer_list<Wire> wires, int seed,
+                   const std::function<void(Cluster&, const std::vector<std::shared_ptr<Group>>&, int, int)>& rank) {
+  for (Wire wire : wires) {
+    for (const auto& hosts : layoutsFor(wire)) {
+      DYNAMIC_SECTION(name << " on hosts " << layoutName(hosts) << " over " << wireName(wire)) {
+        const int n = static_cast<int>(hosts.size());
+        Cluster cluster(n, wire, disturbed(n + seed));
+        auto group = cluster.makeGroup("g", {}, {}, hosts);
+        checkNoFailures(runRanks(n, [&](int r) { rank(cluster, group, n, r); }));
+      }
+    }
+  }
+}
+
+uint8_t byteOf(int rank, std::size_t index) {
+  return static_cast<uint8_t>(rank * 37 + index * 11 + index / 251);
+}
+
+// Block sizes from empty to staged (bytes).
+const std::vector<std::size_t> kBlockBytes{0, 1, 5, 1001, 300001};
+
+using AllgatherFn = Task (*)(Collective&, const void*, std::span<void* const>, std::size_t);
+
+// Every rank's block, in order, on every rank: into one buffer (as
+// all_gather_into_tensor) and in place (each rank's input is its slot).
+void checkAllgatherAcrossHosts(AllgatherFn algorithm, const char* name, std::initializer_list<Wire> wires) {
+  forEachLayout(name, wires, 500, [&](Cluster& cluster, const auto& group, int n, int rank) {
+    std::deque<std::vector<uint8_t>> inputs, outputs;
+    std::deque<std::vector<void*>> slotLists;
+    std::vector<Submitted> pending;
+    for (std::size_t bytes : kBlockBytes) {
+      for (bool inPlace : {false, true}) {
+        auto& input = inputs.emplace_back(bytes);
+        auto& output = outputs.emplace_back(bytes * static_cast<std::size_t>(n) + 1, 0xEE);
+        auto& slots = slotLists.emplace_back();
+        for (int p = 0; p < n; ++p) {
+          slots.push_back(output.data() + static_cast<std::size_t>(p) * bytes);
+        }
+        uint8_t* own = inPlace ? output.data() + static_cast<std::size_t>(rank) * bytes : input.data();
+        for (std::size_t i = 0; i < bytes; ++i) {
+          own[i] = byteOf(rank, i);
+        }
+        std::span<void* const> outs = slots;
+        pending.push_back(submitCollective(cluster.engine(rank), group[rank], name,
+                                           [=](Collective& c) { return algorithm(c, own, outs, bytes); }));
+      }
+    }
+    for (auto& op : pending) {
+      op.wait();
+    }
+    std::size_t k = 0;
+    for (std::size_t bytes : kBlockBytes) {
+      for (int twice = 0; twice < 2; ++twice, ++k) {
+        const auto& output = outputs[k];
+        for (int p = 0; p < n; ++p) {
+          for (std::size_t i = 0; i < bytes; ++i) {
+            expect(output[static_cast<std::size_t>(p) * bytes + i] == byteOf(p, i), [&] {
+              return std::string(name) + ": " + std::to_string(bytes) + " bytes, rank " + std::to_string(p) +
+                     "'s byte " + std::to_string(i);
+            });
+          }
+        }
+        expect(output.back() == 0xEE, std::string(name) + ": wrote past the output");
+      }
+    }
+  });
+}
+
+using BroadcastFn = Task (*)(Collective&, void*, std::size_t, int);
+
+// From every root, small and staged sizes.
+void checkBroadcastAcrossHosts(BroadcastFn algorithm, const char* name, std::initializer_list<Wire> wires) {
+  forEachLayout(name, wires, 600, [&](Cluster& cluster, const auto& group, int n, int rank) {
+    std::deque<std::vector<uint8_t>> buffers;
+    std::vector<Submitted> pending;
+    for (int root = 0; root < n; ++root) {
+      for (std::size_t bytes : {std::size_t{0}, std::size_t{7}, std::size_t{300001}}) {
+        auto& buffer = buffers.emplace_back(bytes + 1, 0xEE);
+        for (std::size_t i = 0; i < bytes; ++i) {
+          buffer[i] = rank == root ? byteOf(root, i) : 0;
+        }
+        uint8_t* data = buffer.data();
+        pending.push_back(submitCollective(cluster.engine(rank), group[rank], name,
+                                           [=](Collective& c) { return algorithm(c, data, bytes, root); }));
+      }
+    }
+    for (auto& op : pending) {
+      op.wait();
+    }
+    std::size_t k = 0;
+    for (int root = 0; root < n; ++root) {
+      for (std::size_t bytes : {std::size_t{0}, std::size_t{7}, std::size_t{300001}}) {
+        const auto& buffer = buffers[k++];
+        for (std::size_t i = 0; i < bytes; ++i) {
+          expect(buffer[i] == byteOf(root, i), [&] {
+            return std::string(name) + " from root " + std::to_string(root) + ": byte " + std::to_string(i);
+          });
+        }
+        expect(buffer.back() == 0xEE, std::string(name) + ": wrote past the buffer");
+      }
+    }
+  });
+}
+
+using ReduceFn = Task (*)(Collective&, const void*, void*, std::size_t, DataType, Reduction, int);
+
+// To every root: int64 SUM into a separate output, int32 MAX in place;
+// other ranks' outputs untouched.
+void checkReduceAcrossHosts(ReduceFn algorithm, const char* name, std::initializer_list<Wire> wires) {
+  const std::vector<std::size_t> counts{0, 1, 1001, 65536 + 3};
+  forEachLayout(name, wires, 700, [&](Cluster& cluster, const auto& group, int n, int rank) {
+    std::deque<std::vector<int64_t>> sumInputs, sums;
+    std::deque<std::vector<int32_t>> maxima;
+    std::vector<Submitted> pending;
+    for (int root = 0; root < n; ++root) {
+      for (std::size_t count : counts) {
+        auto& in = sumInputs.emplace_back(count);
+        auto& m = maxima.emplace_back(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          in[i] = static_cast<int64_t>(valueOf(rank, i)) << 20;
+          m[i] = valueOf((rank + static_cast<int>(i)) % n, i);
+        }
+        const int64_t* input = in.data();
+        int64_t* sumOut = sums.emplace_back(count, -1).data();
+        int32_t* maxBuffer = m.data();
+        pending.push_back(submitCollective(cluster.engine(rank), group[rank], name, [=](Collective& c) {
+          return algorithm(c, input, sumOut, count, DataType::Int64, Reduction::Sum, root);
+        }));
+        pending.push_back(submitCollective(cluster.engine(rank), group[rank], name, [=](Collective& c) {
+          return algorithm(c, maxBuffer, maxBuffer, count, DataType::Int32, Reduction::Max, root);
+        }));
+      }
+    }
+    for (auto& op : pending) {
+      op.wait();
+    }
+    std::size_t k = 0;
+    for (int root = 0; root < n; ++root) {
+      for (std::size_t count : counts) {
+        for (std::size_t i = 0; i < count; ++i) {
+          int64_t sum = 0;
+          int32_t max = valueOf(0, i);
+          for (int r = 0; r < n; ++r) {
+            sum += static_cast<int64_t>(valueOf(r, i)) << 20;
+            max = std::max(max, valueOf(r, i));
+          }
+          const auto what = [&] {
+            return std::string(name) + " to root " + std::to_string(root) + ": element " + std::to_string(i);
+          };
+          if (rank == root) {
+            expect(sums[k][i] == sum, what);
+            expect(maxima[k][i] == max, what);
+          } else {
+            expect(sums[k][i] == -1, [&] { return what() + " of a non-root's output was written"; });
+          }
+        }
+        ++k;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("all_gather hierarchical on every host layout", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::AsConfigured);
+  checkAllgatherAcrossHosts(&allgatherHierarchical, "allgatherHierarchical", {Wire::Loopback, Wire::SharedMemory});
+  checkAllgatherAcrossHosts(&selectAllgather, "selectAllgather", {Wire::SharedMemory});
+}
+
+TEST_CASE("all_gather hierarchical over UCX", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::Never);
+  checkAllgatherAcrossHosts(&allgatherHierarchical, "allgatherHierarchical unstaged", {Wire::SharedMemoryUcx});
+}
+
+TEST_CASE("broadcast hierarchical from every root on every host layout", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::AsConfigured);
+  checkBroadcastAcrossHosts(&broadcastHierarchical, "broadcastHierarchical", {Wire::Loopback, Wire::SharedMemory});
+  checkBroadcastAcrossHosts(&selectBroadcast, "selectBroadcast", {Wire::SharedMemory});
+}
+
+TEST_CASE("broadcast hierarchical over UCX", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::Never);
+  checkBroadcastAcrossHosts(&broadcastHierarchical, "broadcastHierarchical unstaged", {Wire::SharedMemoryUcx});
+}
+
+TEST_CASE("reduce hierarchical to every root on every host layout", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::AsConfigured);
+  checkReduceAcrossHosts(&reduceHierarchical, "reduceHierarchical", {Wire::Loopback, Wire::SharedMemory});
+  checkReduceAcrossHosts(&selectReduce, "selectReduce", {Wire::SharedMemory});
+}
+
+TEST_CASE("reduce hierarchical over UCX", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::Never);
+  checkReduceAcrossHosts(&reduceHierarchical, "reduceHierarchical unstaged", {Wire::SharedMemoryUcx});
+}
+
+TEST_CASE("hierarchical broadcast, reduce and all_gather: ranks that disagree raise", "[hierarchical][disagreement]") {
+  // 2 hosts x 2: ranks 0, 1 on host 0, ranks 2, 3 on host 1.
+  const std::vector<int> hosts{0, 0, 1, 1};
+  std::deque<std::vector<int32_t>> data;
+  for (int r = 0; r < 4; ++r) {
+    data.emplace_back(1024, r);
+  }
+  auto broadcastFrom = [&](int rank, int root) -> Collective::Body {
+    int32_t* pointer = data[rank].data();
+    return [=](Collective& c) { return broadcastHierarchical(c, pointer, 4096, root); };
+  };
+  auto reduceTo = [&](int rank, int root, Reduction reduction) -> Collective::Body {
+    int32_t* pointer = data[rank].data();
+    return
+        [=](Collective& c) { return reduceHierarchical(c, pointer, pointer, 1024, DataType::Int32, reduction, root); };
+  };
+  SECTION("rank 3 broadcasts from rank 1, the others from rank 0") {
+    // Rank 3 waits for rank 1 across the hosts, where rank 1 has no part;
+    // rank 2 waits for rank 3 inside host 1. The phases' messages carry the
+    // group's root, so rank 3 sees that rank 2 runs a broadcast from rank 0
+    // and raises; rank 2 learns it from rank 3's notice.
+    auto errors =
+        runDisagreeing(Wire::SharedMemory,
+                       {broadcastFrom(0, 0), broadcastFrom(1, 0), broadcastFrom(2, 0), broadcastFrom(3, 1)}, hosts);
+    INFO("rank 2: " << errors[2] << "\nrank 3: " << errors[3]);
+    CHECK_THAT(errors[3], Catch::Matchers::Contains("this rank runs broadcast from rank 1 (hierarchical algorithm)"));
+    CHECK_THAT(errors[3], Catch::Matchers::Contains("but a peer sent a message of broadcast (hierarchical algorithm), "
+                                                    "phase 2: broadcast from rank 0"));
+    CHECK_THAT(errors[2], Catch::Matchers::Contains("ranks disagree"));
+  }
+  SECTION("rank 1 broadcasts from rank 1, the others from rank 0") {
+    // Both think they are their host's root-place rank in a phase.
+    auto errors =
+        runDisagreeing(Wire::SharedMemory,
+                       {broadcastFrom(0, 0), broadcastFrom(1, 1), broadcastFrom(2, 0), broadcastFrom(3, 0)}, hosts);
+    INFO("rank 0: " << errors[0] << "\nrank 1: " << errors[1]);
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("ranks disagree"));
+    CHECK_THAT(errors[1], Catch::Matchers::Contains("this rank runs broadcast from rank 1 (hierarchical algorithm)"));
+  }
+  SECTION("rank 2 reduces with MAX, the others with SUM") {
+    auto errors = runDisagreeing(Wire::SharedMemory,
+                                 {reduceTo(0, 0, Reduction::Sum), reduceTo(1, 0, Reduction::Sum),
+                                  reduceTo(2, 0, Reduction::Max), reduceTo(3, 0, Reduction::Sum)},
+                                 hosts);
+    INFO("rank 2: " << errors[2]);
+    CHECK_THAT(errors[2], Catch::Matchers::Contains("ranks disagree"));
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("ranks disagree"));
+  }
+  SECTION("rank 3 reduces to rank 2, the others to rank 0") {
+    // Host 1 reduces to rank 2 in the first phase either way; rank 3's
+    // message there carries root 2, which rank 2 does not match.
+    auto errors = runDisagreeing(Wire::SharedMemory,
+                                 {reduceTo(0, 0, Reduction::Sum), reduceTo(1, 0, Reduction::Sum),
+                                  reduceTo(2, 0, Reduction::Sum), reduceTo(3, 2, Reduction::Sum)},
+                                 hosts);
+    INFO("rank 0: " << errors[0] << "\nrank 2: " << errors[2] << "\nrank 3: " << errors[3]);
+    CHECK_THAT(errors[2], Catch::Matchers::Contains("this rank runs reduce to rank 0 (SUM, hierarchical algorithm), "
+                                                    "phase 1: reduce to rank 0 (SUM, direct algorithm)"));
+    CHECK_THAT(errors[2], Catch::Matchers::Contains("a peer sent a message of reduce (hierarchical algorithm), "
+                                                    "phase 1: reduce to rank 2 (SUM, direct algorithm)"));
+    CHECK_THAT(errors[3], Catch::Matchers::Contains("ranks disagree"));
+    CHECK_THAT(errors[0], Catch::Matchers::Contains("ranks disagree"));
+  }
+  SECTION("rank 3 runs the flat all_gather ring") {
+    std::deque<std::vector<int32_t>> outputs;
+    std::deque<std::vector<void*>> slots;
+    std::vector<Collective::Body> bodies;
+    for (int r = 0; r < 4; ++r) {
+      auto& out = outputs.emplace_back(4 * 1024);
+      auto& s = slots.emplace_back();
+      for (int p = 0; p < 4; ++p) {
+        s.push_back(out.data() + p * 1024);
+      }
+      AllgatherFn algorithm = r == 3 ? &allgatherRing : &allgatherHierarchical;
+      int32_t* input = data[r].data();
+      std::span<void* const> outs = s;
+      bodies.push_back([=](Collective& c) { return algorithm(c, input, outs, 4096); });
+    }
+    auto errors = runDisagreeing(Wire::SharedMemory, bodies, hosts);
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r << ": " << errors[r]);
+      CHECK_THAT(errors[r], Catch::Matchers::Contains("ranks disagree"));
+    }
+  }
+}
+
+TEST_CASE("selection tables: each UCXCOLL_*_ALGO accepts exactly its table's algorithms", "[hierarchical][config]") {
+  for (const char* setting : {"UCXCOLL_ALLGATHER_ALGO", "UCXCOLL_BCAST_ALGO", "UCXCOLL_ALLREDUCE_ALGO",
+                              "UCXCOLL_ALLTOALL_ALGO", "UCXCOLL_REDUCE_SCATTER_ALGO", "UCXCOLL_REDUCE_ALGO"}) {
+    INFO(setting);
+    const std::vector<std::string> names = selectableAlgorithms(setting);
+    std::string list;
+    for (const std::string& name : names) {
+      const char* value = name.c_str();
+      const Config accepted =
+          parseConfig([&](const char* variable) { return std::string(variable) == setting ? value : nullptr; });
+      CHECK(accepted.problems.empty());
+      list += (list.empty() ? "" : ", ") + name;
+    }
+    const Config refused = parseConfig(
+        [&](const char* variable) { return std::string(variable) == setting ? "no-such-algorithm" : nullptr; });
+    REQUIRE(refused.problems.size() == 1);
+    CHECK(refused.problems[0] == std::string(setting) + "=no-such-algorithm: expected one of " + list);
   }
 }

@@ -126,14 +126,16 @@ def assert_sum_matches(ctx, ours, reference, inputs, what: str) -> None:
         )
 
 
-def expect_error(error_type, fragments, fn) -> None:
-    """fn() must raise exactly error_type with every fragment in its message."""
+def expect_error(error_type, fragments, fn, also=None) -> None:
+    """fn() must raise exactly error_type with every fragment in its message
+    (and, with `also`, a message for which also(message) is true)."""
     try:
         fn()
     except Exception as error:  # noqa: BLE001
         assert type(error) is error_type, f"expected {error_type.__name__}, got {type(error).__name__}: {error}"
         for fragment in fragments:
             assert fragment in str(error), f"{fragment!r} not in message: {error}"
+        assert also is None or also(str(error)), f"unexpected message: {error}"
         return
     raise AssertionError(f"expected {error_type.__name__}, nothing was raised")
 

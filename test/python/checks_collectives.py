@@ -479,7 +479,10 @@ def error_ranks_disagree_about_size(ctx: Context) -> None:
         dist.all_gather(outputs, torch.ones(count), group=group)
     except dist.DistBackendError as error:
         assert "all_gather #0" in str(error), str(error)
-        assert "ranks disagree about the tensor sizes" in str(error) or "timed out" in str(error), str(error)
+        # A rank may also learn it from the peer that saw the sizes (a
+        # hierarchical all_gather's ranks inside the other host do).
+        assert any(text in str(error) for text in ("ranks disagree about the tensor sizes", "timed out",
+                                                   "ranks disagree about collective #0")), str(error)
     else:
         # A rank whose receives all matched may finish; rank 0 (smaller
         # buffers) always receives too much and must fail.
@@ -496,8 +499,11 @@ def error_timeout_names_the_missing_rank(ctx: Context) -> None:
         return  # rank 0 never joins the collective
     expect_error(
         dist.DistBackendError,
-        ["all_reduce #0", "timeout 2000 ms", "timed out after 2000 ms: no data from rank(s) [0"],
+        # Through a composition a rank may wait on one that waits for rank
+        # 0: the report then names rank 0 as not started.
+        ["all_reduce #0", "timeout 2000 ms", "timed out after 2000 ms: no data from rank(s) ["],
         lambda: dist.all_reduce(torch.ones(4), group=group),
+        also=lambda text: "no data from rank(s) [0" in text or "rank 0 has not started it" in text,
     )
     expect_error(dist.DistBackendError, ["failed earlier", "timed out"], lambda: dist.all_reduce(torch.ones(4), group=group))
 

@@ -113,9 +113,11 @@ def run_reporting_ranks(script: str, name: str, world: int, timeout: float, outp
 class RankRun:
     """The reports of one check module's rank processes at one world size."""
 
-    def __init__(self, module: str, world: int, timeout: float = 900, hosts: "SimulatedHosts | None" = None):
+    def __init__(self, module: str, world: int, timeout: float = 900, hosts: "SimulatedHosts | None" = None,
+                 extra_env: "dict | None" = None):
         """With `hosts`, the ranks are spread over the simulated hosts in
-        blocks (ranks 0..k-1 on host 0, and so on), as torchrun places them."""
+        blocks (ranks 0..k-1 on host 0, and so on), as torchrun places them.
+        `extra_env` is added to every rank's environment."""
         self.world = world
         with tempfile.TemporaryDirectory(prefix=f"ucxcoll-{module}-w{world}-") as outdir:
             port = free_port()
@@ -123,10 +125,10 @@ class RankRun:
                 [sys.executable, str(HERE / "rank_main.py"), module, str(rank), str(world), str(port), outdir]
                 for rank in range(world)
             ]
-            env = None
+            env = dict(os.environ, **extra_env) if extra_env else None
             if hosts is not None:
                 commands, host_env = hosts.place(commands)
-                env = dict(os.environ, **host_env)
+                env = dict(env or os.environ, **host_env)
             self.processes = run_processes(commands, timeout, env=env)
             self.reports = {}
             for rank in range(world):

@@ -50,10 +50,11 @@ def init_one_rank(**env):
     ("UCXCOLL_SHARED_MEMORY", "on", "an integer from 0 to 1"),
     ("UCXCOLL_PEER_LIVENESS_MS", "0", "an integer from 100 to 3600000 (milliseconds)"),
     ("UCXCOLL_LOG_LEVEL", "verbose", "one of error, warn, info, debug"),
-    ("UCXCOLL_ALLREDUCE_ALGO", "tree", "one of auto, direct, ring, hierarchical"),
-    ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, binomial, pipelined"),
-    ("UCXCOLL_ALLTOALL_ALGO", "ring", "one of auto, pairwise, staged"),
-    ("UCXCOLL_REDUCE_SCATTER_ALGO", "staged", "one of auto, pairwise, ring, hierarchical"),
+    ("UCXCOLL_ALLREDUCE_ALGO", "tree", "one of auto, hierarchical, direct, ring"),
+    ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, hierarchical, pipelined, binomial"),
+    ("UCXCOLL_ALLTOALL_ALGO", "ring", "one of auto, staged, pairwise"),
+    ("UCXCOLL_REDUCE_SCATTER_ALGO", "staged", "one of auto, hierarchical, ring, pairwise"),
+    ("UCXCOLL_REDUCE_ALGO", "tree", "one of auto, hierarchical, direct"),
     ("UCXCOLL_NET_DEVICES", "^", "interface names or prefixes separated by commas, optionally after ^ (all but "
      "these) and = (exact names), as in eth0,eth1 or ^docker,lo or =eth0"),
     ("UCXCOLL_NET_DEVICES", "eth0,,lo", "interface names or prefixes separated by commas, optionally after ^ (all "
