@@ -65,7 +65,7 @@ bool never(const Collective&, const auto&) {
   return false;
 }
 bool acrossHosts(const Collective& c, const auto&) {
-  return c.group()->topology().hierarchical();
+  return c.group()->topology().hierarchical() && c.group()->layout().fitsPhases();
 }
 
 // ---- all_gather ----------------------------------------------------------

@@ -217,14 +217,24 @@ bool Engine::startDesyncReport(Operation& op) {
     }
     // A collective that waits on ranks that wait on others (a composition's
     // phases) names whom it waits for; the ranks that have not even started
-    // it are the cause, so they are named too.
+    // it are the cause, so they are named too, unless it waits for them.
     std::vector<int> notStarted;
     if (group.running_ == &timedOut) {
       const uint64_t mine = group.completedCollectives_;
+      const std::vector<int> awaited = timedOut.peersAwaited();
       for (const auto& [state, ranks] : states) {
-        if (completedIn(state) < mine ||
-            (completedIn(state) == mine && state.find("; in no collective of this group") != std::string::npos)) {
-          notStarted.insert(notStarted.end(), ranks.begin(), ranks.end());
+        // (A rank whose group failed meanwhile is in no collective either,
+        // but not for want of starting.)
+        if (state.find("this group failed") != std::string::npos) {
+          continue;
+        }
+        const bool idle = state.find("; in no collective of this group") != std::string::npos;
+        if (completedIn(state) < mine || (completedIn(state) == mine && idle)) {
+          for (int rank : ranks) {
+            if (std::find(awaited.begin(), awaited.end(), rank) == awaited.end()) {
+              notStarted.push_back(rank);
+            }
+          }
         }
       }
       std::sort(notStarted.begin(), notStarted.end());

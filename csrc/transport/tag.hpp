@@ -144,6 +144,7 @@ inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,       Routine:
 inline constexpr uint32_t kPhaseBit = 32;
 inline constexpr uint32_t kPhaseIndexBits = 2;
 inline constexpr uint32_t kComposedRoutineBits = 5;
+inline constexpr uint32_t kMinPhaseNumberBits = 12;
 constexpr bool isPhase(Routine routine) {
   return (static_cast<uint32_t>(routine) & kPhaseBit) != 0;
 }
@@ -193,6 +194,11 @@ class CollectiveLayout {
   uint32_t rankBits() const { return rankBits_; }
   uint32_t slotBits() const { return rankBits_ + kRoundBits; }
   uint32_t sequenceBits() const { return 64 - 2 - 12 - kRoutineBits - slotBits() - rankBits_; }
+  // Whether phase tags (phaseSequence) leave at least kMinPhaseNumberBits
+  // of the collective's number: up to 1,024 ranks. Larger groups do not
+  // run compositions, whose phase messages would otherwise match those of
+  // a collective a few hundred numbers earlier or later.
+  bool fitsPhases() const { return sequenceBits() >= kPhaseIndexBits + kComposedRoutineBits + kMinPhaseNumberBits; }
 
   // Throws std::out_of_range when channel, slot or sender does not fit;
   // the sequence number is taken modulo 2^sequenceBits().

@@ -160,3 +160,11 @@ TEST_CASE("the channel-fields mask selects one group's messages of every kind", 
   CHECK((tag::pointToPoint(5, 1, 1) & mask) == wanted);
   CHECK((tag::pointToPoint(6, 1, 1) & mask) != wanted);
 }
+
+TEST_CASE("phase tags keep at least 12 bits of the collective's number up to 1,024 ranks", "[tag]") {
+  CHECK(tag::CollectiveLayout(4).fitsPhases());
+  CHECK(tag::CollectiveLayout(1024).fitsPhases());
+  CHECK(tag::CollectiveLayout(1024).sequenceBits() - tag::kPhaseIndexBits - tag::kComposedRoutineBits >= 12);
+  CHECK_FALSE(tag::CollectiveLayout(1025).fitsPhases());
+  CHECK_FALSE(tag::CollectiveLayout(65536).fitsPhases());
+}
