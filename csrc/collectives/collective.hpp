@@ -280,6 +280,11 @@ Task alltoallPairwise(Collective& c, tag::Routine routine, std::span<const Block
 // The same for equal blocks (every one sends[rank].bytes) in rounds, each
 // block staged through shared memory where its link can be: for large ones.
 Task alltoallStaged(Collective& c, std::span<const Block> sends, std::span<const Block> receives);
+// Equal blocks across hosts (hierarchical() topology): inside each host the
+// blocks go to the rank at their destination's place, then each crosses
+// with the others from its host for the same rank, one message per pair of
+// counterparts: for small blocks.
+Task alltoallHierarchical(Collective& c, std::span<const Block> sends, std::span<const Block> receives);
 
 // ---- Selection (select.cpp): the algorithm for this message, group size
 // and topology, or the one UCXCOLL_*_ALGO forces. The selectFlat* forms

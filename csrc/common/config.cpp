@@ -93,7 +93,8 @@ Config parseConfig(const EnvironmentLookup& lookup) {
       read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "hierarchical", "direct", "ring"});
   c.broadcastAlgorithm =
       read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "hierarchical", "pipelined", "binomial"});
-  c.alltoallAlgorithm = read.choice("UCXCOLL_ALLTOALL_ALGO", c.alltoallAlgorithm, {"auto", "staged", "pairwise"});
+  c.alltoallAlgorithm =
+      read.choice("UCXCOLL_ALLTOALL_ALGO", c.alltoallAlgorithm, {"auto", "hierarchical", "staged", "pairwise"});
   c.reduceScatterAlgorithm = read.choice("UCXCOLL_REDUCE_SCATTER_ALGO", c.reduceScatterAlgorithm,
                                          {"auto", "hierarchical", "ring", "pairwise"});
   c.reduceAlgorithm = read.choice("UCXCOLL_REDUCE_ALGO", c.reduceAlgorithm, {"auto", "hierarchical", "direct"});

@@ -52,6 +52,7 @@ const char* collectiveName(Routine routine) {
       return "reduce_scatter";
     case Routine::AlltoallPairwise:
     case Routine::AlltoallStaged:
+    case Routine::AlltoallHierarchical:
       return "all_to_all";
     case Routine::AllgatherUneven:
       return "all_gather (uneven)";
@@ -103,6 +104,7 @@ const char* algorithmName(Routine routine) {
     case Routine::AllgatherHierarchical:
     case Routine::BroadcastHierarchical:
     case Routine::ReduceHierarchical:
+    case Routine::AlltoallHierarchical:
       return "hierarchical";
   }
   return "unknown";

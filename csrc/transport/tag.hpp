@@ -114,6 +114,7 @@ enum class Routine : uint8_t {
   AllgatherHierarchical = 21,
   BroadcastHierarchical = 22,
   ReduceHierarchical = 23,
+  AlltoallHierarchical = 24,
 };
 inline constexpr uint32_t kRoutineBits = 6;
 inline constexpr int kRoutineShift = 44;
@@ -129,7 +130,7 @@ inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,       Routine:
                                         Routine::AlltoallStaged,        Routine::ReduceScatterRing,
                                         Routine::AllreduceHierarchical, Routine::ReduceScatterHierarchical,
                                         Routine::AllgatherHierarchical, Routine::BroadcastHierarchical,
-                                        Routine::ReduceHierarchical};
+                                        Routine::ReduceHierarchical,    Routine::AlltoallHierarchical};
 
 // ---- Phases of a composed collective ------------------------------------
 // A hierarchical algorithm runs existing algorithms one after the other on
@@ -157,7 +158,7 @@ constexpr Routine innerOf(Routine routine) {
 constexpr bool isComposed(Routine routine) {
   return routine == Routine::AllreduceHierarchical || routine == Routine::ReduceScatterHierarchical ||
          routine == Routine::AllgatherHierarchical || routine == Routine::BroadcastHierarchical ||
-         routine == Routine::ReduceHierarchical;
+         routine == Routine::ReduceHierarchical || routine == Routine::AlltoallHierarchical;
 }
 constexpr uint64_t phaseSequence(uint64_t sequence, uint32_t phase, Routine composed) {
   return (((sequence << kPhaseIndexBits) | phase) << kComposedRoutineBits) | static_cast<uint64_t>(composed);

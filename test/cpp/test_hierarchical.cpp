@@ -503,7 +503,60 @@ void checkReduceAcrossHosts(ReduceFn algorithm, const char* name, std::initializ
   });
 }
 
+using AlltoallFn = Task (*)(Collective&, std::span<const Block>, std::span<const Block>);
+
+// Rank p's block q lands on rank q as block p, every layout, block sizes
+// from empty to 300001 bytes, blocks in one buffer and in separate ones.
+void checkAlltoallAcrossHosts(AlltoallFn algorithm, const char* name, std::initializer_list<Wire> wires) {
+  forEachLayout(name, wires, 800, [&](Cluster& cluster, const auto& group, int n, int rank) {
+    const auto ranks = static_cast<std::size_t>(n);
+    std::deque<std::vector<uint8_t>> inputs, outputs;
+    std::deque<std::vector<Block>> blockLists;
+    std::vector<Submitted> pending;
+    for (std::size_t bytes : kBlockBytes) {
+      auto& input = inputs.emplace_back(bytes * ranks);
+      auto& output = outputs.emplace_back(bytes * ranks + 1, 0xEE);
+      for (std::size_t i = 0; i < input.size(); ++i) {
+        input[i] = byteOf(rank * n + static_cast<int>(i / std::max<std::size_t>(1, bytes)), i);
+      }
+      auto& sends = blockLists.emplace_back();
+      auto& receives = blockLists.emplace_back();
+      for (std::size_t p = 0; p < ranks; ++p) {
+        sends.push_back(Block{input.data() + p * bytes, bytes});
+        receives.push_back(Block{output.data() + p * bytes, bytes});
+      }
+      std::span<const Block> out = sends, in = receives;
+      pending.push_back(submitCollective(cluster.engine(rank), group[rank], name,
+                                         [=](Collective& c) { return algorithm(c, out, in); }));
+    }
+    for (auto& op : pending) {
+      op.wait();
+    }
+    for (std::size_t k = 0; k < kBlockBytes.size(); ++k) {
+      const std::size_t bytes = kBlockBytes[k];
+      for (std::size_t p = 0; p < ranks; ++p) {
+        for (std::size_t i = 0; i < bytes; ++i) {
+          // Rank p's block for this rank sat at p's offset rank * bytes.
+          const std::size_t at = static_cast<std::size_t>(rank) * bytes + i;
+          expect(outputs[k][p * bytes + i] == byteOf(static_cast<int>(p) * n + rank, at), [&] {
+            return std::string(name) + ": " + std::to_string(bytes) + " bytes, block from rank " + std::to_string(p) +
+                   ", byte " + std::to_string(i);
+          });
+        }
+      }
+      expect(outputs[k].back() == 0xEE, std::string(name) + ": wrote past the output");
+    }
+  });
+}
+
 }  // namespace
+
+TEST_CASE("all_to_all hierarchical on every host layout", "[hierarchical]") {
+  StagingPolicyScope scope(StagingPolicy::AsConfigured);
+  checkAlltoallAcrossHosts(&alltoallHierarchical, "alltoallHierarchical", {Wire::Loopback, Wire::SharedMemory});
+  checkAlltoallAcrossHosts(&selectAlltoall, "selectAlltoall", {Wire::SharedMemory});
+  checkAlltoallAcrossHosts(&alltoallHierarchical, "alltoallHierarchical over UCX", {Wire::SharedMemoryUcx});
+}
 
 TEST_CASE("all_gather hierarchical on every host layout", "[hierarchical]") {
   StagingPolicyScope scope(StagingPolicy::AsConfigured);

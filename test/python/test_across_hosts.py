@@ -71,25 +71,27 @@ def test_check_across_hosts(runs_across_hosts, module, check):
 # hold through the compositions too, at every size they use.
 COMPOSITIONS = {"UCXCOLL_ALLGATHER_ALGO": "hierarchical", "UCXCOLL_BCAST_ALGO": "hierarchical",
                 "UCXCOLL_REDUCE_ALGO": "hierarchical", "UCXCOLL_REDUCE_SCATTER_ALGO": "hierarchical",
-                "UCXCOLL_ALLREDUCE_ALGO": "hierarchical"}
+                "UCXCOLL_ALLREDUCE_ALGO": "hierarchical", "UCXCOLL_ALLTOALL_ALGO": "hierarchical",
+                "UCXCOLL_TEST_ANY_REDUCTION_ORDER": "1"}
+COMPOSITION_MODULES = ["checks_collectives", "checks_operations"]
 
 
 @pytest.fixture(scope="module")
 def run_with_compositions(hosts):
-    return RankRun("checks_collectives", WORLD, timeout=600, hosts=hosts, extra_env=COMPOSITIONS)
+    cache = {}
+
+    def get(module: str) -> RankRun:
+        if module not in cache:
+            cache[module] = RankRun(module, WORLD, timeout=600, hosts=hosts, extra_env=COMPOSITIONS)
+        return cache[module]
+
+    return get
 
 
-# Left out: it compares float16 products bit for bit with gloo's, which
-# multiplies in rank order; a composition multiplies each host's values
-# first, and half-precision rounding depends on that order (all ranks still
-# get the same bits: all_reduce_results_identical_on_all_ranks).
-ORDER_OF_ROUNDING_CHECKS = {"all_reduce_min_max_propagate_nan_and_half_products_round_like_torch"}
-
-
-@pytest.mark.parametrize("check", [name for name in check_names("checks_collectives")
-                                   if name not in ORDER_OF_ROUNDING_CHECKS])
-def test_collective_check_across_hosts_through_the_compositions(run_with_compositions, check):
-    status, details = run_with_compositions.outcome(check)
+@pytest.mark.parametrize("module,check", [(module, name) for module in COMPOSITION_MODULES
+                                          for name in check_names(module)])
+def test_check_across_hosts_through_the_compositions(run_with_compositions, module, check):
+    status, details = run_with_compositions(module).outcome(check)
     if status == "skipped":
         pytest.skip(details)
     assert status == "passed", details

@@ -52,7 +52,7 @@ def init_one_rank(**env):
     ("UCXCOLL_LOG_LEVEL", "verbose", "one of error, warn, info, debug"),
     ("UCXCOLL_ALLREDUCE_ALGO", "tree", "one of auto, hierarchical, direct, ring"),
     ("UCXCOLL_BCAST_ALGO", "ring", "one of auto, hierarchical, pipelined, binomial"),
-    ("UCXCOLL_ALLTOALL_ALGO", "ring", "one of auto, staged, pairwise"),
+    ("UCXCOLL_ALLTOALL_ALGO", "ring", "one of auto, hierarchical, staged, pairwise"),
     ("UCXCOLL_REDUCE_SCATTER_ALGO", "staged", "one of auto, hierarchical, ring, pairwise"),
     ("UCXCOLL_REDUCE_ALGO", "tree", "one of auto, hierarchical, direct"),
     ("UCXCOLL_NET_DEVICES", "^", "interface names or prefixes separated by commas, optionally after ^ (all but "
