@@ -253,6 +253,60 @@ def staging_paths(rank: int, world: int, port: int, workdir: str) -> None:
     report(mismatches=mismatches, segments=segments)
 
 
+def compositions_forced_on_one_host(rank: int, world: int, port: int, workdir: str) -> None:
+    """Every UCXCOLL_*_ALGO=hierarchical (set by the test) on a group whose
+    ranks share one host, where no composition can run: the flat choices
+    stand in. Each collective, small and large, against gloo on the same
+    integer-valued inputs; reports what differs."""
+    init(rank, world, port)
+    gloo = dist.new_group(backend="gloo")
+    mismatches = []
+
+    def compare(what, run):
+        ours, reference = run(None), run(gloo)
+        if not all(torch.equal(a, b) for a, b in zip(ours, reference)):
+            mismatches.append(what)
+
+    for count in (5, 3 * (1 << 18)):
+        generator = torch.Generator().manual_seed(100 * rank + count)
+        data = torch.randint(-1000, 1000, (count * world,), generator=generator).to(torch.float32)
+
+        def all_reduce(group):
+            out = data.clone()
+            dist.all_reduce(out, group=group)
+            return [out]
+
+        def all_gather(group):
+            out = torch.empty(count * world * world)
+            dist.all_gather_into_tensor(out, data, group=group)
+            return [out]
+
+        def reduce_scatter(group):
+            out = torch.empty(count)
+            dist.reduce_scatter_tensor(out, data, group=group)
+            return [out]
+
+        def broadcast(group):
+            out = data.clone()
+            dist.broadcast(out, src=world - 1, group=group)
+            return [out]
+
+        def reduce(group):
+            out = data.clone()
+            dist.reduce(out, dst=1, group=group)
+            return [out] if rank == 1 else []
+
+        def all_to_all(group):
+            out = torch.empty_like(data)
+            dist.all_to_all_single(out, data, group=group)
+            return [out]
+
+        for run in (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all):
+            compare(f"{run.__name__} of {count} per rank", run)
+    dist.destroy_process_group()
+    report(mismatches=mismatches)
+
+
 def settings_that_differ(rank: int, world: int, port: int, workdir: str) -> None:
     """Rank 1 alone sets RANK1_SETTING ("NAME=value"), a setting that chooses
     algorithms; every rank reports what init_process_group raised."""
@@ -708,7 +762,7 @@ def soak_member(rank: int, world: int, victim_at: int, store_path: str) -> None:
     soak_cycle(rank, world, store_path, victim_at if victim_at >= 0 else None)
 
 
-SCENARIOS = {"leaving": leaving, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ}
+SCENARIOS = {"leaving": leaving, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

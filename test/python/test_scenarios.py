@@ -562,6 +562,17 @@ def test_a_rank_that_cannot_take_part_makes_every_other_rank_raise_at_once_namin
                                     f'{socket.gethostname()}) cannot take part: {problem}'), error
 
 
+def test_compositions_forced_where_they_cannot_run_fall_back_to_the_flat_algorithms():
+    # One host: no hierarchical composition can run, so every forced
+    # UCXCOLL_*_ALGO=hierarchical takes what auto would; results as gloo's.
+    forced = {name: "hierarchical" for name in ("UCXCOLL_ALLREDUCE_ALGO", "UCXCOLL_ALLGATHER_ALGO",
+                                                "UCXCOLL_REDUCE_SCATTER_ALGO", "UCXCOLL_BCAST_ALGO",
+                                                "UCXCOLL_REDUCE_ALGO", "UCXCOLL_ALLTOALL_ALGO")}
+    reports = run_scenario("compositions_forced_on_one_host", world=3, **forced)
+    for rank, report in enumerate(reports):
+        assert report["mismatches"] == [], f"rank {rank}: {report}"
+
+
 @pytest.mark.parametrize("setting,default,world", [
     ("UCXCOLL_STAGING_MIN_BYTES=4194304", "262144", 2),
     ("UCXCOLL_STAGING_MIN_BYTES=4194304", "262144", 3),
