@@ -182,6 +182,20 @@ std::exception_ptr Collective::checkForFailureNotice(Transport& transport) {
   // already completed): what this rank waits for will never come.
   const uint32_t channel = group()->channel();
   for (int peer : peersAwaited()) {
+    if (auto left = transport.probe(tag::internal(channel, tag::kLeftNotice, 0, static_cast<uint32_t>(peer)),
+                                    tag::kLeftNoticeFromSenderMask)) {
+      // It completed `completed` collectives: #0 .. #completed-1. For an
+      // earlier one its data is on its way.
+      const uint64_t completed = tag::internalValue(left->senderTag);
+      const uint64_t behind = (sequence_ - completed) & tag::kMaxInternalValue;
+      if (behind <= tag::kMaxInternalValue / 2) {
+        return std::make_exception_ptr(
+            PeerGoneError(name() + ": rank " + std::to_string(peer) + " left the group after completing " +
+                          std::to_string(completed) +
+                          " of its collectives (it shut the group down, aborted or destroyed it, or dropped its "
+                          "last reference to it); it will take part in no more"));
+      }
+    }
     auto notice = transport.probe(tag::internal(channel, tag::kFailureNotice, 0, static_cast<uint32_t>(peer)),
                                   tag::kNoticeFromSenderMask);
     if (!notice) {

@@ -1193,6 +1193,17 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
     std::string describe() const override { return "closing the group"; }
     Task run() override {
       Group& group = *this->group();
+      // Peers still waiting for this rank in a later collective learn at
+      // once that it will not come (Collective::checkForFailureNotice).
+      const auto completed = static_cast<uint32_t>(group.completedCollectives_ & tag::kMaxInternalValue);
+      for (int peer = 0; peer < group.size(); ++peer) {
+        if (peer != group.rank() && !group.rankGone(peer)) {
+          sendTagged(
+              peer,
+              tag::internal(group.peerChannel(peer), tag::kLeftNotice, completed, static_cast<uint32_t>(group.rank())),
+              nullptr, 0);
+        }
+      }
       group.closed_ = true;
       std::vector<uint64_t> transfers;
       for (Operation* transfer : group.transfers_) {

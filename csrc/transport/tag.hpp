@@ -271,6 +271,14 @@ inline constexpr uint32_t kStatusReply = 5;
 // The transport's own farewell between processes (transport/
 // ucx_transport.hpp), on channel 0, which no group has.
 inline constexpr uint32_t kFarewell = 6;
+// A rank closed its group (shutdown, abort, destroy_process_group, its
+// last reference gone); value: how many of the group's collectives it
+// completed, modulo 2^26. A peer waiting for it in a later collective
+// fails at once; one in an earlier collective still gets its data.
+inline constexpr uint32_t kLeftNotice = 7;
+// Kind, channel, the whole purpose and sender.
+inline constexpr uint64_t kLeftNoticeFromSenderMask =
+    kChannelFieldsMask | (uint64_t{kMaxPurpose} << kPurposeShift) | ((uint64_t{1} << kSenderBits) - 1);
 // Kind and purpose: every internal message of one purpose, whatever its
 // channel, value and sender.
 inline constexpr uint64_t kPurposeMask = (uint64_t{3} << kKindShift) | (uint64_t{kMaxPurpose} << kPurposeShift);
