@@ -141,7 +141,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reconfigure(const c10d::ReconfigureOp
     options_->global_ranks_in_group = std::move(globalRanks);
     reconfigureIds_.insert(opts.uuid);
   }
-  engine_->abortGroup(old, "the process group was reconfigured");
+  engine_->abortGroup(old, "the process group was reconfigured", LeaveReason::Reconfigured);
   UCXCOLL_INFO("group \"" << groupName_ << "\" reconfigured (uuid " << opts.uuid << "): rank " << newRank << " of "
                           << newSize << " (channel " << group->channel() << ")");
   auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());

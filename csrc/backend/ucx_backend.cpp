@@ -126,10 +126,14 @@ c10::intrusive_ptr<c10d::Backend> UcxBackend::split(const c10::intrusive_ptr<c10
 }
 
 UcxBackend::~UcxBackend() {
-  shutdown();
+  close(LeaveReason::Released);
 }
 
 void UcxBackend::shutdown() {
+  close(LeaveReason::ShutDown);
+}
+
+void UcxBackend::close(LeaveReason leaving) {
   {
     std::lock_guard<std::mutex> lock(submitMutex_);
     if (closed_ || !engine_) {
@@ -138,7 +142,7 @@ void UcxBackend::shutdown() {
     closed_ = true;
   }
   if (!engine_->drivingHere()) {
-    engine_->closeGroup(group_, true);  // after the collectives already queued
+    engine_->closeGroup(group_, true, leaving);  // after the collectives already queued
     engine_->destroyRetired();
     FutureCompleter::instance().destroyRetired();
     engine_.reset();
@@ -148,7 +152,7 @@ void UcxBackend::shutdown() {
   // callback held the last reference to this group): it cannot wait for
   // itself, and must not destroy the engine under its own feet, so it lets
   // another thread drop this reference once the callback returns.
-  engine_->closeGroup(group_, false);
+  engine_->closeGroup(group_, false, leaving);
   std::thread([engine = std::move(engine_)]() mutable { engine.reset(); }).detach();
 }
 
@@ -250,9 +254,9 @@ void UcxBackend::OnCompletion::callHook() {
 void UcxBackend::abort() {
   abortHooks_->run("the process group is being aborted");
   if (engine_) {
-    engine_->abortGroup(group(), "the process group was aborted");
+    engine_->abortGroup(group(), "the process group was aborted", LeaveReason::Aborted);
   }
-  shutdown();
+  close(LeaveReason::Aborted);
 }
 
 std::chrono::milliseconds UcxBackend::effectiveTimeout(std::chrono::milliseconds requested) const {

@@ -203,6 +203,9 @@ class UcxBackend : public c10d::Backend {
   }
 
  private:
+  // shutdown(), abort() and the destructor: close the group (after the
+  // collectives already queued), telling the peers how this rank left.
+  void close(LeaveReason leaving);
   // Run `body` as the group's next collective. A synchronous call
   // (`asyncOp` false) drives the engine right here until it completes, if
   // no other thread is driving.

@@ -182,20 +182,6 @@ std::exception_ptr Collective::checkForFailureNotice(Transport& transport) {
   // already completed): what this rank waits for will never come.
   const uint32_t channel = group()->channel();
   for (int peer : peersAwaited()) {
-    if (auto left = transport.probe(tag::internal(channel, tag::kLeftNotice, 0, static_cast<uint32_t>(peer)),
-                                    tag::kLeftNoticeFromSenderMask)) {
-      // It completed `completed` collectives: #0 .. #completed-1. For an
-      // earlier one its data is on its way.
-      const uint64_t completed = tag::internalValue(left->senderTag);
-      const uint64_t behind = (sequence_ - completed) & tag::kMaxInternalValue;
-      if (behind <= tag::kMaxInternalValue / 2) {
-        return std::make_exception_ptr(
-            PeerGoneError(name() + ": rank " + std::to_string(peer) + " left the group after completing " +
-                          std::to_string(completed) +
-                          " of its collectives (it shut the group down, aborted or destroyed it, or dropped its "
-                          "last reference to it); it will take part in no more"));
-      }
-    }
     auto notice = transport.probe(tag::internal(channel, tag::kFailureNotice, 0, static_cast<uint32_t>(peer)),
                                   tag::kNoticeFromSenderMask);
     if (!notice) {
@@ -213,6 +199,26 @@ std::exception_ptr Collective::checkForFailureNotice(Transport& transport) {
     return std::make_exception_ptr(Error(name() + ": " + rank + " gave up on this group: its collective #" +
                                          std::to_string(theirs) +
                                          " failed (its own error says why), so it will not take part in this one"));
+  }
+  // Only then a peer that left: a rank whose group failed leaves too, and
+  // its failure notice (sent first) says more. A rank this collective waits
+  // for first, then any rank of the group: one that waits for a rank that
+  // waits for the leaver (a ring, a composition) will get nothing either,
+  // and a rank failed by a peer that left tells nobody.
+  std::vector<LeftPeer> left = leftPeersAwaited(transport);
+  if (left.empty()) {
+    if (auto any = anyLeftPeer(transport)) {
+      left.push_back(*any);
+    }
+  }
+  for (const LeftPeer& leaver : left) {
+    // It completed collectives #0 .. #completed-1: for an earlier one its
+    // data is on its way.
+    const uint64_t behind = (sequence_ - leaver.completedCollectives) & tag::kMaxInternalValue;
+    if (behind <= tag::kMaxInternalValue / 2) {
+      return std::make_exception_ptr(
+          PeerGoneError(name() + ": " + describeLeaving(leaver) + "; it will take part in no more"));
+    }
   }
   return nullptr;
 }

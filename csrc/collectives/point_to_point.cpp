@@ -1,5 +1,6 @@
 #include "collectives/point_to_point.hpp"
 
+#include "common/error.hpp"
 #include "transport/tag.hpp"
 
 namespace ucxcoll {
@@ -47,6 +48,17 @@ std::string PointToPoint::peerName(const Request& request) const {
     return "rank " + std::to_string(tag::sender(request.result().senderTag));
   }
   return Operation::peerName(request);
+}
+
+std::exception_ptr PointToPoint::checkForDisagreement(Transport& transport) {
+  // Whatever it sent before it left has arrived before its notice, and a
+  // posted receive has matched it by now.
+  const std::vector<LeftPeer> left = leftPeersAwaited(transport);
+  if (left.empty()) {
+    return nullptr;
+  }
+  return std::make_exception_ptr(
+      PeerGoneError(name() + ": " + describeLeaving(left.front()) + "; this transfer will not complete"));
 }
 
 std::string PointToPoint::mismatchHint() const {

@@ -36,6 +36,8 @@ class PointToPoint : public Operation {
   std::string describe() const override;
   std::string mismatchHint() const override;
   std::string peerName(const Request& request) const override;
+  // The peer closed its group: this transfer will never complete.
+  std::exception_ptr checkForDisagreement(Transport& transport) override;
   // A receive's message is in the buffer: a subclass may copy it on.
   virtual void received() {}
 

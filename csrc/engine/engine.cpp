@@ -831,6 +831,16 @@ void Engine::housekeeping(Clock::time_point now) {
       waiting.push_back(op);
     }
   }
+  // And a transfer for a peer that closed its group.
+  for (const auto& weak : groups_) {
+    if (auto group = weak.lock()) {
+      for (Operation* op : group->transfers_) {
+        if (op->waiter_ && !op->failure_) {
+          waiting.push_back(op);
+        }
+      }
+    }
+  }
   for (Operation* op : waiting) {
     if (auto disagreement = op->checkForDisagreement(*transport_)) {
       op->fail(disagreement);
@@ -1179,13 +1189,15 @@ void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::str
   }
 }
 
-void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
+void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait, LeaveReason leaving) {
   // A collective-queue entry, so that it runs after the collectives
   // submitted before it.
   class CloseGroup final : public Operation {
    public:
-    CloseGroup(Engine& engine, std::shared_ptr<Group> group)
-        : Operation(Kind::Collective, std::move(group), std::chrono::milliseconds(0)), owner_(engine) {
+    CloseGroup(Engine& engine, std::shared_ptr<Group> group, LeaveReason leaving)
+        : Operation(Kind::Collective, std::move(group), std::chrono::milliseconds(0)),
+          owner_(engine),
+          leaving_(leaving) {
       runsOnFailedGroup_ = true;
     }
 
@@ -1195,13 +1207,21 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
       Group& group = *this->group();
       // Peers still waiting for this rank in a later collective learn at
       // once that it will not come (Collective::checkForFailureNotice).
-      const auto completed = static_cast<uint32_t>(group.completedCollectives_ & tag::kMaxInternalValue);
+      // Not where a rank of the group is gone: every survivor learns that by
+      // itself and names it, and a notice would only race with it.
+      bool rankOfGroupGone = false;
       for (int peer = 0; peer < group.size(); ++peer) {
-        if (peer != group.rank() && !group.rankGone(peer)) {
-          sendTagged(
-              peer,
-              tag::internal(group.peerChannel(peer), tag::kLeftNotice, completed, static_cast<uint32_t>(group.rank())),
-              nullptr, 0);
+        rankOfGroupGone = rankOfGroupGone || group.rankGone(peer);
+      }
+      // Once: abort() closes the group, then shuts down.
+      const bool tellPeers = !rankOfGroupGone && !group.closed_;
+      const auto completed = static_cast<uint32_t>(group.completedCollectives_ & tag::kMaxInternalValue);
+      for (int peer = 0; peer < group.size() && tellPeers; ++peer) {
+        if (peer != group.rank()) {
+          sendTagged(peer,
+                     tag::internal(group.peerChannel(peer), tag::kLeftNotice + static_cast<uint32_t>(leaving_),
+                                   completed, static_cast<uint32_t>(group.rank())),
+                     nullptr, 0);
         }
       }
       group.closed_ = true;
@@ -1217,8 +1237,9 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
 
    private:
     Engine& owner_;
+    LeaveReason leaving_;
   };
-  auto op = std::make_unique<CloseGroup>(*this, group);
+  auto op = std::make_unique<CloseGroup>(*this, group, leaving);
   auto completion = op->sharedCompletion();
   const bool waitHere = wait && !drivingHere();
   if (Lease lease = submit(std::move(op), waitHere)) {
@@ -1229,7 +1250,7 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait) {
   }
 }
 
-void Engine::abortGroup(const std::shared_ptr<Group>& group, const std::string& reason) {
+void Engine::abortGroup(const std::shared_ptr<Group>& group, const std::string& reason, LeaveReason leaving) {
   runOnDriver([&] {
     std::vector<uint64_t> victims;
     for (Operation* op : group->waiting_) {
@@ -1244,7 +1265,7 @@ void Engine::abortGroup(const std::shared_ptr<Group>& group, const std::string& 
     }
     abortEach(victims, reason);
   });
-  closeGroup(group, false);
+  closeGroup(group, false, leaving);
 }
 
 }  // namespace ucxcoll

@@ -124,11 +124,12 @@ class Engine {
                                      const std::vector<bool>& onOtherHost = {});
   // After the collectives submitted before it: end the group's pending
   // point-to-point transfers (AbortedError), refuse new operations and
-  // release its channel. With `wait`, returns once done.
-  void closeGroup(const std::shared_ptr<Group>& group, bool wait);
+  // release its channel. With `wait`, returns once done. The peers are told
+  // that this rank left and how (`leaving`).
+  void closeGroup(const std::shared_ptr<Group>& group, bool wait, LeaveReason leaving);
   // Fail every operation of the group, queued or running, with
   // AbortedError(reason), then close it.
-  void abortGroup(const std::shared_ptr<Group>& group, const std::string& reason);
+  void abortGroup(const std::shared_ptr<Group>& group, const std::string& reason, LeaveReason leaving);
 
   // Messages this engine dropped because no group of this process can ever
   // receive them (see dropStrayMessages): `foreign` ones decode to a channel

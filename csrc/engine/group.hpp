@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/host_topology.hpp"
+#include "engine/leave_reason.hpp"
 #include "engine/peer_watch.hpp"
 #include "transport/tag.hpp"
 #include "transport/transport.hpp"

@@ -135,6 +135,37 @@ std::vector<int> Operation::peersAwaited() const {
   return peers;
 }
 
+Operation::LeftPeer Operation::leftPeerOf(const ProbedMessage& notice) {
+  return LeftPeer{static_cast<int>(tag::sender(notice.senderTag)),
+                  static_cast<LeaveReason>(tag::purposeOf(notice.senderTag) - tag::kLeftNotice),
+                  tag::internalValue(notice.senderTag)};
+}
+
+std::vector<Operation::LeftPeer> Operation::leftPeersAwaited(Transport& transport) const {
+  std::vector<LeftPeer> left;
+  for (int peer : peersAwaited()) {
+    if (auto notice =
+            transport.probe(tag::internal(group_->channel(), tag::kLeftNotice, 0, static_cast<uint32_t>(peer)),
+                            tag::kLeftNoticeFromSenderMask)) {
+      left.push_back(leftPeerOf(*notice));
+    }
+  }
+  return left;
+}
+
+std::optional<Operation::LeftPeer> Operation::anyLeftPeer(Transport& transport) const {
+  if (auto notice = transport.probe(tag::internal(group_->channel(), tag::kLeftNotice, 0, 0), tag::kLeftNoticeMask)) {
+    return leftPeerOf(*notice);
+  }
+  return std::nullopt;
+}
+
+std::string Operation::describeLeaving(const LeftPeer& left) const {
+  return "rank " + std::to_string(left.rank) + " of group \"" + group_->name() + "\" " +
+         ucxcoll::describeLeaving(left.how) + " after completing " + std::to_string(left.completedCollectives) +
+         " of its collectives";
+}
+
 std::string Operation::auditLine(const std::exception_ptr& error) const {
   std::set<int> peers;
   for (const auto& request : requests_) {

@@ -29,6 +29,7 @@
 #include "common/deadline.hpp"
 #include "common/stable_list.hpp"
 #include "engine/completion.hpp"
+#include "engine/leave_reason.hpp"
 #include "engine/task.hpp"
 #include "transport/transport.hpp"
 
@@ -149,6 +150,21 @@ class Operation {
   // The peers this operation still waits for (a receive or a send that
   // has not ended), each once.
   std::vector<int> peersAwaited() const;
+  // A peer this operation still waits for that closed its group
+  // (tag::kLeftNotice): how it left and how many of the group's
+  // collectives it had completed (modulo 2^26).
+  struct LeftPeer {
+    int rank;
+    LeaveReason how;
+    uint64_t completedCollectives;
+  };
+  std::vector<LeftPeer> leftPeersAwaited(Transport& transport) const;
+  // The first left notice from any rank of the group, if there is one.
+  std::optional<LeftPeer> anyLeftPeer(Transport& transport) const;
+  static LeftPeer leftPeerOf(const ProbedMessage& notice);
+  // "rank 2 of group "x" shut its group down (...) after completing 3 of
+  // its collectives".
+  std::string describeLeaving(const LeftPeer& left) const;
   // Completes a size-mismatch message: what the sizes mean in this operation.
   virtual std::string mismatchHint() const { return ""; }
   // "rank 3", or for a receive from any rank, "a rank".

@@ -271,14 +271,20 @@ inline constexpr uint32_t kStatusReply = 5;
 // The transport's own farewell between processes (transport/
 // ucx_transport.hpp), on channel 0, which no group has.
 inline constexpr uint32_t kFarewell = 6;
-// A rank closed its group (shutdown, abort, destroy_process_group, its
-// last reference gone); value: how many of the group's collectives it
+// A rank closed its group; value: how many of the group's collectives it
 // completed, modulo 2^26. A peer waiting for it in a later collective
-// fails at once; one in an earlier collective still gets its data.
-inline constexpr uint32_t kLeftNotice = 7;
-// Kind, channel, the whole purpose and sender.
+// fails at once; one in an earlier collective still gets its data. The
+// purpose's two low bits say how it left (engine/group.hpp, LeaveReason).
+inline constexpr uint32_t kLeftNotice = 8;
+// Kind, channel, the purpose's upper bits and sender: a left notice of any
+// reason from one rank.
 inline constexpr uint64_t kLeftNoticeFromSenderMask =
-    kChannelFieldsMask | (uint64_t{kMaxPurpose} << kPurposeShift) | ((uint64_t{1} << kSenderBits) - 1);
+    kChannelFieldsMask | (uint64_t{kMaxPurpose & ~3u} << kPurposeShift) | ((uint64_t{1} << kSenderBits) - 1);
+// Kind, channel and the purpose's upper bits: a left notice from any rank.
+inline constexpr uint64_t kLeftNoticeMask = kChannelFieldsMask | (uint64_t{kMaxPurpose & ~3u} << kPurposeShift);
+constexpr uint32_t purposeOf(uint64_t internalTag) {
+  return static_cast<uint32_t>((internalTag >> kPurposeShift) & kMaxPurpose);
+}
 // Kind and purpose: every internal message of one purpose, whatever its
 // channel, value and sender.
 inline constexpr uint64_t kPurposeMask = (uint64_t{3} << kKindShift) | (uint64_t{kMaxPurpose} << kPurposeShift);

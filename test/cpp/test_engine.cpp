@@ -129,6 +129,40 @@ TEST_CASE("engine: each operation fails at its own deadline, naming who did not 
   CHECK_THAT(again, Catch::Matchers::Contains("timed out"));
 }
 
+TEST_CASE("engine: a rank that closes its group is named by every rank still in a collective of it, at once",
+          "[engine][errors]") {
+  for (const auto leaving : {LeaveReason::ShutDown, LeaveReason::Aborted, LeaveReason::Released}) {
+    Cluster cluster(4, Wire::Loopback);
+    auto group = cluster.makeGroup("g");
+    // Barrier #0 everywhere: rank 3 completed one collective.
+    std::vector<Submitted> first;
+    for (int rank = 0; rank < 4; ++rank) {
+      first.push_back(submitCollective(cluster.engine(rank), group[rank], "barrier", barrierBody));
+    }
+    for (auto& done : first) {
+      done.wait();
+    }
+    // The others enter barrier #1 with a 60 s deadline; rank 3 leaves. In
+    // the dissemination barrier some of them wait only for ranks that wait
+    // for rank 3.
+    std::vector<Submitted> second;
+    for (int rank = 0; rank < 3; ++rank) {
+      second.push_back(submitCollective(cluster.engine(rank), group[rank], "barrier", barrierBody, 60s));
+    }
+    const auto started = Clock::now();
+    cluster.engine(3).closeGroup(group[3], true, leaving);
+    for (int rank = 0; rank < 3; ++rank) {
+      const std::string message = messageOf<PeerGoneError>([&] { second[rank].wait(); });
+      CHECK_THAT(message, Catch::Matchers::Contains("barrier #1 on group \"g\" (rank " + std::to_string(rank) +
+                                                    " of 4, timeout 60000 ms): rank 3 of group \"g\" " +
+                                                    describeLeaving(leaving) +
+                                                    " after completing 1 of its collectives; it will take "
+                                                    "part in no more"));
+    }
+    CHECK(Clock::now() - started < 30s);  // the notice, not the deadline
+  }
+}
+
 TEST_CASE("engine: a timed-out collective reports what every rank of its group is doing", "[engine][errors]") {
   for (Wire wire : {Wire::Ucx, Wire::Loopback, Wire::SharedMemoryUcx}) {
     DYNAMIC_SECTION(wireName(wire)) {
@@ -238,7 +272,7 @@ TEST_CASE("engine: messages from outside the job are dropped and logged, and nev
   cluster.engine(1).useJobKey(kJobKey);
   auto closed = cluster.makeGroup("closed");
   const uint32_t closedChannel = closed[1]->channel();
-  cluster.engine(1).closeGroup(closed[1], true);
+  cluster.engine(1).closeGroup(closed[1], true, LeaveReason::ShutDown);
   auto group = cluster.makeGroup("g");
   const uint64_t sequence = group[1]->issued();
 

@@ -518,6 +518,31 @@ def error_timeout_names_the_missing_rank(ctx: Context) -> None:
 
 
 @check(min_world=2)
+def error_a_rank_that_leaves_is_named_by_every_rank_still_waiting(ctx: Context) -> None:
+    # The last rank destroys the group while the others are in its second
+    # all_reduce: every one of them raises long before the 60 s deadline,
+    # naming the rank and what it did. In a ring or a composition some wait
+    # only for ranks that wait for the leaver.
+    group = dist.new_group(backend="ucxcoll", timeout=timedelta(seconds=60))
+    dist.all_reduce(torch.ones(4), group=group)  # collective #0, completed everywhere
+    last = ctx.world - 1
+    if ctx.rank == last:
+        time.sleep(0.5)  # the others are inside all_reduce #1 by now
+        dist.destroy_process_group(group)
+        return
+    started = time.monotonic()
+    expect_error(
+        dist.DistBackendError,
+        ["all_reduce #1 on group", f"): rank {last} of group ",
+         " shut its group down (shutdown() or destroy_process_group()) after completing 1 of its collectives; "
+         "it will take part in no more"],
+        lambda: dist.all_reduce(torch.ones(4), group=group),
+    )
+    # Not the deadline (a 2-core machine under load stays far below it).
+    assert time.monotonic() - started < 30
+
+
+@check(min_world=2)
 def error_timeout_reports_what_every_rank_is_doing(ctx: Context) -> None:
     # Only rank 0 has a short deadline: when it asks, the others are still
     # where the test put them (rank 1 in a recv, the rest idle in Python).

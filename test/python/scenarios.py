@@ -142,7 +142,10 @@ def leaving(rank: int, world: int, port: int, workdir: str) -> None:
     if rank == world - 1:
         store.wait([f"waiting/{peer}" for peer in range(world - 1)])
         time.sleep(0.5)  # the others are inside their all_reduce by now
-        dist.destroy_process_group()
+        if os.environ.get("UCXCOLL_TEST_LEAVE") == "abort":
+            dist.distributed_c10d._abort_process_group()
+        else:
+            dist.destroy_process_group()
         report(failures=failures)
         return
     store.set(f"waiting/{rank}", "1")
@@ -155,6 +158,83 @@ def leaving(rank: int, world: int, port: int, workdir: str) -> None:
     seconds = time.monotonic() - started
     dist.destroy_process_group()
     report(failures=failures, error=error, seconds=seconds)
+
+
+def leaving_threads(rank: int, world: int, port: int, workdir: str) -> None:
+    """Three ranks as threads of this one process (as torchft's tests run
+    them), each with a backend made directly, as a wrapper of its own
+    makes it. For each way of leaving (shutdown(), abort(), dropping the
+    last reference) and each pending operation (an all_reduce, a recv from
+    the leaver), the last rank leaves while the others wait: each reports
+    what it raised and after how long. Then a round where the last rank
+    leaves right after the all_reduce completed everywhere, which must fail
+    nobody."""
+    import gc
+
+    from torch._C._distributed_c10d import _DistributedBackendOptions
+
+    from ucxcoll import _C
+
+    ranks = 3
+    store = dist.HashStore()
+    results = {}
+
+    def make(prefix: str, member: int):
+        options = _DistributedBackendOptions()
+        options.store = dist.PrefixStore(prefix, store)
+        options.group_rank = member
+        options.group_size = ranks
+        options.timeout = timedelta(seconds=60)
+        options.group_id = prefix
+        options.global_ranks_in_group = list(range(ranks))
+        return _C.create_backend(options)
+
+    def round_(prefix: str, way: str, pending: str) -> None:
+        waiting = threading.Barrier(ranks)
+        outcome = {}
+
+        def rank_thread(member: int) -> None:
+            backend = make(prefix, member)
+            if way == "after":
+                backend.allreduce([torch.ones(3)]).wait()
+            waiting.wait()
+            if member == ranks - 1:
+                time.sleep(0.3)  # the others are waiting by now
+                if way == "shutdown":
+                    backend.shutdown()
+                elif way == "abort":
+                    backend.abort()
+                else:  # "release", "after": the last reference goes away
+                    del backend
+                    gc.collect()
+                return
+            started = time.monotonic()
+            try:
+                if way == "after":
+                    value = torch.ones(3)
+                    backend.allreduce([value]).wait()  # a new one: must fail
+                elif pending == "all_reduce":
+                    backend.allreduce([torch.ones(3)]).wait()
+                else:
+                    backend.recv([torch.empty(3)], ranks - 1, 0).wait()
+                outcome[member] = {"error": None}
+            except Exception as error:  # noqa: BLE001 - the report names the type
+                outcome[member] = {"type": type(error).__name__, "error": str(error),
+                                   "seconds": time.monotonic() - started}
+            backend.shutdown()
+
+        threads = [threading.Thread(target=rank_thread, args=(member,)) for member in range(ranks)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        results[f"{way}/{pending}"] = outcome
+
+    for way in ("shutdown", "abort", "release"):
+        for pending in ("all_reduce", "recv"):
+            round_(f"{way}-{pending}", way, pending)
+    round_("after", "after", "all_reduce")
+    report(results=results)
 
 
 def exit_without_destroy(rank: int, world: int, port: int, workdir: str) -> None:
@@ -317,6 +397,15 @@ def settings_that_differ(rank: int, world: int, port: int, workdir: str) -> None
         init(rank, world, port)
     except Exception as error:  # noqa: BLE001 - the report names what was raised
         report(error=f"{type(error).__name__}: {error}")
+        # Rank 0's process holds the store: it stays until every rank has
+        # read from it what it needed to raise (files, as the store may be
+        # what the others still wait on).
+        with open(os.path.join(workdir, f"raised{rank}"), "w"):
+            pass
+        deadline = time.monotonic() + 30
+        while rank == 0 and time.monotonic() < deadline and not all(
+                os.path.exists(os.path.join(workdir, f"raised{peer}")) for peer in range(world)):
+            time.sleep(0.05)
         return
     dist.destroy_process_group()
     report(error=None)
@@ -762,7 +851,7 @@ def soak_member(rank: int, world: int, victim_at: int, store_path: str) -> None:
     soak_cycle(rank, world, store_path, victim_at if victim_at >= 0 else None)
 
 
-SCENARIOS = {"leaving": leaving, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
+SCENARIOS = {"leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

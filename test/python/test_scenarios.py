@@ -247,21 +247,25 @@ def test_a_killed_peer_is_named_in_an_error_long_before_the_deadline(phase, loca
     assert reports[2] == {"victim_status": -signal.SIGKILL}
     for rank in (0, 1):
         errors = reports[rank]["errors"]
-        assert errors and all(died.search(error) for error in errors), f"rank {rank}: {errors}"
+        assert errors and died.search(errors[0]), f"rank {rank}: {errors}"
         assert not any("timed out" in error for error in errors), f"rank {rank}: {errors}"
         if phase != "setup":
-            # Refused at once with the group's cause (on other hosts that may
-            # be the other survivor's notice, if it came first).
-            cause = "failed earlier: rank 2" if location == "this_host" else "failed earlier: "
-            assert len(errors) == 2 and cause in errors[1], f"rank {rank}: {errors}"
+            # Refused at once with the group's cause. On other hosts that may
+            # be the other survivor's leaving, if its farewell reached the
+            # engine before UCX's report on the dead rank's connection did (a
+            # transfer can see the broken connection first).
+            assert len(errors) == 2 and "failed earlier: " in errors[1], f"rank {rank}: {errors}"
+            survivor_left = re.compile(r'failed earlier: rank [01] \(on [^)]+\) of group "0" left \(it closed ucxcoll')
+            assert died.search(errors[1]) or (location == "other_host" and survivor_left.search(errors[1])), (
+                f"rank {rank}: {errors}")
         # The death was reported as an exception: UCX has nothing to add.
         assert "UCX  ERROR" not in outputs[rank] and "UCX  WARN" not in outputs[rank], outputs[rank]
         # destroy_process_group + init_process_group in the same process.
         assert reports[rank]["value_after_recovery"] == 2.0, reports[rank]
 
 
-@pytest.mark.parametrize("other_hosts", ["1", "0"])
-def test_a_rank_that_leaves_after_its_collective_fails_nobody_and_one_that_leaves_early_is_named(other_hosts):
+@pytest.mark.parametrize("other_hosts,leave", [("1", "destroy"), ("0", "destroy"), ("0", "abort")])
+def test_a_rank_that_leaves_after_its_collective_fails_nobody_and_one_that_leaves_early_is_named(other_hosts, leave):
     # With simulated other hosts (UCXCOLL_PEERS_ON_OTHER_HOSTS=1) and on one
     # host. Until ranks said farewell before closing their connections, a
     # rank that finished its all_reduce and destroyed its group at once
@@ -270,7 +274,10 @@ def test_a_rank_that_leaves_after_its_collective_fails_nobody_and_one_that_leave
     # Until a closing group told its peers, a rank that destroyed its group
     # while the others waited for it was news on one host only at the
     # deadline (or when its process exited).
-    reports = run_scenario("leaving", world=3, timeout=120, UCXCOLL_PEERS_ON_OTHER_HOSTS=other_hosts)
+    reports = run_scenario("leaving", world=3, timeout=120, UCXCOLL_PEERS_ON_OTHER_HOSTS=other_hosts,
+                           UCXCOLL_TEST_LEAVE=leave)
+    did = {"destroy": r"shut its group down \(shutdown\(\) or destroy_process_group\(\)\)",
+           "abort": r"aborted its group \(abort\(\)\)"}[leave]
     for rank, report in enumerate(reports):
         assert report["failures"] == [], f"rank {rank}: {report['failures']}"
     for rank in (0, 1):
@@ -278,9 +285,8 @@ def test_a_rank_that_leaves_after_its_collective_fails_nobody_and_one_that_leave
         assert error is not None, reports[rank]
         # The group's own notice, or (across hosts, if it comes first) the
         # process's farewell.
-        assert re.search(r'all_reduce #0 on group "\d+" \(rank \d of 3, timeout 60000 ms\): rank 2 left the '
-                         r'group after completing 0 of its collectives \(it shut the group down, aborted or '
-                         r'destroyed it, or dropped its last reference to it\); it will take part in no more',
+        assert re.search(r'all_reduce #0 on group "(\d+)" \(rank \d of 3, timeout 60000 ms\): rank 2 of group '
+                         r'"\1" ' + did + r' after completing 0 of its collectives; it will take part in no more',
                          error) or (other_hosts == "1" and re.search(
                              r'all_reduce #0 on group "\d+" \(rank \d of 3, timeout 60000 ms\) failed: rank 2 '
                              r'\(on [^)]+\) of group "\d+" left \(it closed ucxcoll: its process destroyed its '
@@ -288,6 +294,36 @@ def test_a_rank_that_leaves_after_its_collective_fails_nobody_and_one_that_leave
         assert "timed out" not in error, error
         # Named when it left, not at the 60 s deadline.
         assert reports[rank]["seconds"] < 30, reports[rank]
+
+
+def test_a_rank_thread_that_leaves_is_named_by_the_others_in_the_same_process():
+    # Ranks as threads of one process, as torchft's own tests run them: no
+    # process exits and no connection breaks, so only the group's own
+    # notice can tell the others.
+    reports = run_scenario("leaving_threads", world=1, timeout=240)
+    results = reports[0]["results"]
+    did = {
+        "shutdown": "shut its group down (shutdown() or destroy_process_group())",
+        "abort": "aborted its group (abort())",
+        "release": "dropped its last reference to the group",
+    }
+    for way, what in did.items():
+        for pending, operation, end in (("all_reduce", "all_reduce #0", "it will take part in no more"),
+                                        ("recv", "recv #0 from rank 2 (tag 0)", "this transfer will not complete")):
+            for member in ("0", "1"):
+                outcome = results[f"{way}/{pending}"][member]
+                assert outcome["type"] == "DistBackendError", (way, pending, member, outcome)
+                expected = (f'ucxcoll: {operation} on group "{way}-{pending}" (rank {member} of 3, timeout 60000 ms): '
+                            f'rank 2 of group "{way}-{pending}" {what} after completing 0 of its collectives; {end}')
+                assert outcome["error"] == expected, (way, pending, member, outcome)
+                assert outcome["seconds"] < 30, outcome  # not the 60 s deadline
+    # Leaving after the last collective everyone completed fails nobody;
+    # a collective after it is refused, counting what the leaver completed.
+    for member in ("0", "1"):
+        outcome = results["after/all_reduce"][member]
+        assert outcome["type"] == "DistBackendError", outcome
+        assert outcome["error"].endswith('rank 2 of group "after" dropped its last reference to the group after '
+                                         'completing 1 of its collectives; it will take part in no more'), outcome
 
 
 def test_torchrun_restarts_the_job_after_a_rank_is_killed():
