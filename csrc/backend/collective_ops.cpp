@@ -35,6 +35,11 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::broadcast(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> UcxBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceOptions& opts) {
   const char* op = "all_reduce";
+  if (tensors.size() == 1 && tensors[0].is_sparse()) {
+    // torch hands sparse CPU tensors to allreduce (only sparse CUDA ones to
+    // allreduce_sparse).
+    return allreduce_sparse(tensors, opts);
+  }
   checkSingleTensor(op, tensors, "tensor");
   at::Tensor tensor = tensors[0];
   DataType type = reducibleType(op, tensor);

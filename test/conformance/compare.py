@@ -30,8 +30,6 @@ KNOWN: dict[str, str] = {
     "test_accumulate_gradients_no_sync_allreduce_hook": _MODEL_BY_NAME,
     "test_accumulate_gradients_no_sync_allreduce_with_then_hook": _MODEL_BY_NAME,
     "test_accumulate_gradients_no_sync_grad_is_view": _MODEL_BY_NAME,
-    "test_sparse_all_reduce_sum": "sparse tensors are not supported by ucxcoll (a gloo-only feature; the "
-    "test is skipped on every other backend)",
 }
 
 

@@ -30,6 +30,7 @@ SKIPPED_BY_NAME_ONLY = (
     "get_future is only supported on mpi, nccl and gloo",
     "Only gloo backend supports timeouts",
     "GLOO Batch Send Recv CPU",
+    "Only Gloo backend supports sparse all reduce",
     # backend_feature["subgroup"] lists backends by name; gloo runs these on CPU.
     f"The {BACKEND} backend does not support creating subgroups on CUDA devices",
 )

@@ -468,6 +468,53 @@ def group_still_works_after_refused_input(ctx: Context) -> None:
     assert torch.equal(tensor, torch.full((4,), ctx.world * (ctx.world - 1) / 2))
 
 
+# ---- sparse all_reduce (COO tensors, summed as gloo sums them) ----------------
+
+
+def _sparse(ctx: Context, entries: int, sizes: tuple, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """A sparse COO tensor with `entries` entries (repeated places included:
+    it is not coalesced) at places that overlap between ranks."""
+    generator = torch.Generator().manual_seed(seed * 31 + ctx.rank)
+    sparse_dims = 1 if len(sizes) == 1 else 2 if len(sizes) > 2 else 1
+    indices = torch.stack([torch.randint(0, sizes[d], (entries,), generator=generator)
+                           for d in range(sparse_dims)]) if entries else torch.zeros(sparse_dims, 0, dtype=torch.long)
+    values = (torch.randint(-50, 50, (entries, *sizes[sparse_dims:]), generator=generator)).to(dtype)
+    return torch.sparse_coo_tensor(indices, values, sizes, check_invariants=True)
+
+
+@check()
+def all_reduce_of_sparse_tensors_matches_gloo(ctx: Context) -> None:
+    cases = [
+        (7, (11,), torch.float32),
+        (5, (6, 4), torch.float64),       # one sparse dim, one dense
+        (9, (5, 4, 3), torch.int64),      # two sparse dims, one dense
+        (0 if ctx.rank == 0 else 3, (8,), torch.float32),  # a rank with no entries
+        (0, (4, 2), torch.float32),       # nobody has any
+    ]
+    for seed, (entries, sizes, dtype) in enumerate(cases):
+        ours = _sparse(ctx, entries, sizes, dtype, seed)
+        reference = ours.clone()
+        dist.all_reduce(ours)
+        dist.all_reduce(reference, group=ctx.gloo)
+        assert ours.is_sparse and ours.is_coalesced(), (sizes, ours)
+        assert_equal(ours.to_dense(), reference.to_dense(), f"sparse all_reduce {dtype} {sizes}")
+
+
+@check(min_world=2)
+def error_sparse_all_reduce_refuses_what_it_cannot_sum(ctx: Context) -> None:
+    tensor = _sparse(ctx, 3, (5,), torch.float32, 0)
+    expect_error(NotImplementedError, ["ucxcoll: all_reduce (sparse) supports ReduceOp.SUM only, got ReduceOp.MAX"],
+                 lambda: dist.all_reduce(tensor, op=dist.ReduceOp.MAX))
+    # Ranks whose tensors differ in size all raise, naming the others.
+    group = dist.new_group(backend="ucxcoll", timeout=timedelta(seconds=30))
+    sizes = (6,) if ctx.rank == 0 else (5,)
+    mine, other = ("float32 [6]", "float32 [5]") if ctx.rank == 0 else ("float32 [5]", "float32 [6]")
+    expect_error(dist.DistBackendError,
+                 ["ucxcoll: all_reduce (sparse) on group ", "ranks disagree about the sparse tensor: this rank has "
+                  f"{mine} (1 sparse dim), rank ", f" has {other} (1 sparse dim)"],
+                 lambda: dist.all_reduce(_sparse(ctx, 2, sizes, torch.float32, 1), group=group))
+
+
 # ---- ranks that disagree, peers that never come: errors, not hangs ---------------
 
 
