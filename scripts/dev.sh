@@ -98,6 +98,26 @@ ensure_venv() {
     "$VENV/bin/pip" install -q -r "$ROOT/requirements.txt"
     echo "$wanted" >"$stamp"
   fi
+  ensure_torchft
+}
+
+# Optional: torchft for ucxcoll.torchft's tests (requirements-torchft.txt),
+# without its own dependency on torch. Where it cannot be installed those
+# tests skip with the reason; nothing else needs it.
+ensure_torchft() {
+  local stamp="$VENV/.ucxcoll-torchft" wanted
+  wanted="$(sha256sum "$ROOT/requirements-torchft.txt" | cut -d' ' -f1)"
+  if [[ "$(cat "$stamp" 2>/dev/null)" == "$wanted" ]]; then
+    return
+  fi
+  log "installing torchft, an optional test dependency (requirements-torchft.txt)"
+  local file="$ROOT/requirements-torchft.txt"
+  if "$VENV/bin/pip" install -q --no-deps "$(grep -E '^torchft==' "$file")" &&
+    "$VENV/bin/pip" install -q -r <(grep -vE '^torchft==' "$file"); then
+    echo "$wanted" >"$stamp"
+  else
+    log "torchft could not be installed: its tests will skip, saying so"
+  fi
 }
 
 # torch's own _DistTestBase suite on gloo and on ucxcoll (WORLD_SIZE, default

@@ -217,7 +217,7 @@ std::exception_ptr Collective::checkForFailureNotice(Transport& transport) {
     const uint64_t behind = (sequence_ - leaver.completedCollectives) & tag::kMaxInternalValue;
     if (behind <= tag::kMaxInternalValue / 2) {
       return std::make_exception_ptr(
-          PeerGoneError(name() + ": " + describeLeaving(leaver) + "; it will take part in no more"));
+          PeerGoneError(name() + ": " + describeLeaving(leaver) + "; it will take part in no more" + kClosedByPeer));
     }
   }
   return nullptr;

@@ -57,8 +57,8 @@ std::exception_ptr PointToPoint::checkForDisagreement(Transport& transport) {
   if (left.empty()) {
     return nullptr;
   }
-  return std::make_exception_ptr(
-      PeerGoneError(name() + ": " + describeLeaving(left.front()) + "; this transfer will not complete"));
+  return std::make_exception_ptr(PeerGoneError(name() + ": " + describeLeaving(left.front()) +
+                                               "; this transfer will not complete" + kClosedByPeer));
 }
 
 std::string PointToPoint::mismatchHint() const {

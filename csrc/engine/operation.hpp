@@ -153,6 +153,9 @@ class Operation {
   // A peer this operation still waits for that closed its group
   // (tag::kLeftNotice): how it left and how many of the group's
   // collectives it had completed (modulo 2^26).
+  // Ends the error of an operation whose peer left: gloo's words for it,
+  // which tools such as torchft look for in errors.
+  static constexpr const char* kClosedByPeer = " (Connection closed by peer)";
   struct LeftPeer {
     int rank;
     LeaveReason how;
