@@ -212,9 +212,9 @@ std::exception_ptr Collective::checkForFailureNotice(Transport& transport) {
     }
   }
   for (const LeftPeer& leaver : left) {
-    // It completed collectives #0 .. #completed-1: for an earlier one its
-    // data is on its way.
-    const uint64_t behind = (sequence_ - leaver.completedCollectives) & tag::kMaxInternalValue;
+    // It finished (completed or failed) collectives #0 .. #finished-1:
+    // what it sent for those is on its way.
+    const uint64_t behind = (sequence_ - leaver.finishedCollectives) & tag::kMaxInternalValue;
     if (behind <= tag::kMaxInternalValue / 2) {
       return std::make_exception_ptr(
           PeerGoneError(name() + ": " + describeLeaving(leaver) + "; it will take part in no more" + kClosedByPeer));

@@ -754,6 +754,7 @@ void Engine::complete(Operation& op) {
       std::erase(runningCollectives_, &op);
       if (!op.failure_) {
         ++group->completedCollectives_;
+        ++group->finishedCollectives_;
       }
       if (op.failure_) {
         try {
@@ -764,6 +765,7 @@ void Engine::complete(Operation& op) {
           // Timeouts, mismatches and transport failures leave peers in an
           // unknown state: fail the group from now on, with this cause.
           group->setFailure(error.what());
+          ++group->finishedCollectives_;
         }
       }
     }
@@ -1215,7 +1217,7 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait, LeaveRea
       }
       // Once: abort() closes the group, then shuts down.
       const bool tellPeers = !rankOfGroupGone && !group.closed_;
-      const auto completed = static_cast<uint32_t>(group.completedCollectives_ & tag::kMaxInternalValue);
+      const auto completed = static_cast<uint32_t>(group.finishedCollectives_ & tag::kMaxInternalValue);
       for (int peer = 0; peer < group.size() && tellPeers; ++peer) {
         if (peer != group.rank()) {
           sendTagged(peer,

@@ -114,7 +114,10 @@ class Group {
   // Driver-only: collectives start one at a time, in issue order.
   std::deque<Operation*> waiting_;
   Operation* running_ = nullptr;
-  uint64_t completedCollectives_ = 0;         // succeeded, i.e. #0 .. #completed-1 (they run in order)
+  uint64_t completedCollectives_ = 0;  // succeeded, i.e. #0 .. #completed-1 (they run in order)
+  // Ended, succeeded or failed, except by an abort: all this rank will ever
+  // send for #0 .. #finished-1 has been sent (what its leave notice says).
+  uint64_t finishedCollectives_ = 0;
   std::unordered_set<Operation*> transfers_;  // point-to-point in flight
   bool closed_ = false;
   std::vector<int> deadRanks_;  // ascending (died, unreachable or left); the group fails once non-empty

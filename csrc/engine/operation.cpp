@@ -162,7 +162,7 @@ std::optional<Operation::LeftPeer> Operation::anyLeftPeer(Transport& transport) 
 
 std::string Operation::describeLeaving(const LeftPeer& left) const {
   return "rank " + std::to_string(left.rank) + " of group \"" + group_->name() + "\" " +
-         ucxcoll::describeLeaving(left.how) + " after completing " + std::to_string(left.completedCollectives) +
+         ucxcoll::describeLeaving(left.how) + " after finishing " + std::to_string(left.finishedCollectives) +
          " of its collectives";
 }
 

@@ -152,20 +152,20 @@ class Operation {
   std::vector<int> peersAwaited() const;
   // A peer this operation still waits for that closed its group
   // (tag::kLeftNotice): how it left and how many of the group's
-  // collectives it had completed (modulo 2^26).
+  // collectives it had finished, completed or failed (modulo 2^26).
   // Ends the error of an operation whose peer left: gloo's words for it,
   // which tools such as torchft look for in errors.
   static constexpr const char* kClosedByPeer = " (Connection closed by peer)";
   struct LeftPeer {
     int rank;
     LeaveReason how;
-    uint64_t completedCollectives;
+    uint64_t finishedCollectives;
   };
   std::vector<LeftPeer> leftPeersAwaited(Transport& transport) const;
   // The first left notice from any rank of the group, if there is one.
   std::optional<LeftPeer> anyLeftPeer(Transport& transport) const;
   static LeftPeer leftPeerOf(const ProbedMessage& notice);
-  // "rank 2 of group "x" shut its group down (...) after completing 3 of
+  // "rank 2 of group "x" shut its group down (...) after finishing 3 of
   // its collectives".
   std::string describeLeaving(const LeftPeer& left) const;
   // Completes a size-mismatch message: what the sizes mean in this operation.

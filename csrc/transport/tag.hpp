@@ -272,9 +272,10 @@ inline constexpr uint32_t kStatusReply = 5;
 // ucx_transport.hpp), on channel 0, which no group has.
 inline constexpr uint32_t kFarewell = 6;
 // A rank closed its group; value: how many of the group's collectives it
-// completed, modulo 2^26. A peer waiting for it in a later collective
-// fails at once; one in an earlier collective still gets its data. The
-// purpose's two low bits say how it left (engine/group.hpp, LeaveReason).
+// finished (completed, or failed other than by an abort), modulo 2^26. A
+// peer waiting for it in a later collective fails at once; one in an
+// earlier collective still gets what it sent. The purpose's two low bits
+// say how it left (engine/leave_reason.hpp).
 inline constexpr uint32_t kLeftNotice = 8;
 // Kind, channel, the purpose's upper bits and sender: a left notice of any
 // reason from one rank.

@@ -156,7 +156,7 @@ TEST_CASE("engine: a rank that closes its group is named by every rank still in 
       CHECK_THAT(message, Catch::Matchers::Contains("barrier #1 on group \"g\" (rank " + std::to_string(rank) +
                                                     " of 4, timeout 60000 ms): rank 3 of group \"g\" " +
                                                     describeLeaving(leaving) +
-                                                    " after completing 1 of its collectives; it will take "
+                                                    " after finishing 1 of its collectives; it will take "
                                                     "part in no more (Connection closed by peer)"));
     }
     CHECK(Clock::now() - started < 30s);  // the notice, not the deadline

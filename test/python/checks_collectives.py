@@ -581,7 +581,7 @@ def error_a_rank_that_leaves_is_named_by_every_rank_still_waiting(ctx: Context) 
     expect_error(
         dist.DistBackendError,
         ["all_reduce #1 on group", f"): rank {last} of group ",
-         " shut its group down (shutdown() or destroy_process_group()) after completing 1 of its collectives; "
+         " shut its group down (shutdown() or destroy_process_group()) after finishing 1 of its collectives; "
          "it will take part in no more (Connection closed by peer)"],
         lambda: dist.all_reduce(torch.ones(4), group=group),
     )

@@ -286,7 +286,7 @@ def test_a_rank_that_leaves_after_its_collective_fails_nobody_and_one_that_leave
         # The group's own notice, or (across hosts, if it comes first) the
         # process's farewell.
         assert re.search(r'all_reduce #0 on group "(\d+)" \(rank \d of 3, timeout 60000 ms\): rank 2 of group '
-                         r'"\1" ' + did + r' after completing 0 of its collectives; it will take part in no more \(Connection closed by peer\)',
+                         r'"\1" ' + did + r' after finishing 0 of its collectives; it will take part in no more \(Connection closed by peer\)',
                          error) or (other_hosts == "1" and re.search(
                              r'all_reduce #0 on group "\d+" \(rank \d of 3, timeout 60000 ms\) failed: rank 2 '
                              r'\(on [^)]+\) of group "\d+" left \(it closed ucxcoll: its process destroyed its '
@@ -314,7 +314,7 @@ def test_a_rank_thread_that_leaves_is_named_by_the_others_in_the_same_process():
                 outcome = results[f"{way}/{pending}"][member]
                 assert outcome["type"] == "DistBackendError", (way, pending, member, outcome)
                 expected = (f'ucxcoll: {operation} on group "{way}-{pending}" (rank {member} of 3, timeout 60000 ms): '
-                            f'rank 2 of group "{way}-{pending}" {what} after completing 0 of its collectives; {end} '
+                            f'rank 2 of group "{way}-{pending}" {what} after finishing 0 of its collectives; {end} '
                             "(Connection closed by peer)")
                 assert outcome["error"] == expected, (way, pending, member, outcome)
                 assert outcome["seconds"] < 30, outcome  # not the 60 s deadline
@@ -324,7 +324,7 @@ def test_a_rank_thread_that_leaves_is_named_by_the_others_in_the_same_process():
         outcome = results["after/all_reduce"][member]
         assert outcome["type"] == "DistBackendError", outcome
         assert outcome["error"].endswith('rank 2 of group "after" dropped its last reference to the group after '
-                                         'completing 1 of its collectives; it will take part in no more '
+                                         'finishing 1 of its collectives; it will take part in no more '
                                          '(Connection closed by peer)'), outcome
 
 
