@@ -4,6 +4,8 @@
 
 #include "backend/device_router.hpp"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
 #include <c10/util/Exception.h>
 
 namespace ucxcoll {
@@ -419,18 +421,34 @@ c10::intrusive_ptr<c10d::Backend> DeviceRouter::split(const c10::intrusive_ptr<c
   if (!child) {
     return nullptr;  // this rank is not in the new group
   }
-  auto cpuChild = c10::static_intrusive_pointer_cast<UcxBackend>(child);
-  const c10::intrusive_ptr<Options> childOptions = cpuChild->getBackendOptions();
-  GpuGroupSpec spec{store,
-                    cpuChild->getRank(),
-                    cpuChild->getSize(),
-                    childOptions->timeout,
-                    childOptions->group_name,
-                    childOptions->global_ranks_in_group};
   // The child's GPU backend is again made on first use: NCCL's communicator
   // for the new ranks comes from the store, not from splitting ours.
+  return routerFor(c10::static_intrusive_pointer_cast<UcxBackend>(child), store);
+}
+
+c10::intrusive_ptr<DeviceRouter> DeviceRouter::routerFor(c10::intrusive_ptr<UcxBackend> cpuChild,
+                                                         c10::intrusive_ptr<c10d::Store> store) const {
+  const c10::intrusive_ptr<Options> childOptions = cpuChild->getBackendOptions();
+  GpuGroupSpec spec{std::move(store),      cpuChild->getRank(),      cpuChild->getSize(),
+                    childOptions->timeout, childOptions->group_name, childOptions->global_ranks_in_group};
   return c10::make_intrusive<DeviceRouter>(std::move(cpuChild), factory_, std::move(spec));
 }
+
+#ifdef UCXCOLL_TORCH_HAS_SHRINK
+c10::intrusive_ptr<c10d::Backend> DeviceRouter::shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                                       const c10::intrusive_ptr<Options>& optsOverride) {
+  auto cpuChild =
+      c10::static_intrusive_pointer_cast<UcxBackend>(cpu_->shrink(ranksToExclude, shrinkFlags, optsOverride));
+  c10::intrusive_ptr<c10d::Store> store;
+  {
+    std::lock_guard<std::mutex> lock(gpuMutex_);
+    store = spec_.store;
+  }
+  // Nothing is read or written there unless CUDA tensors come.
+  return routerFor(std::move(cpuChild), c10::make_intrusive<c10d::PrefixStore>(
+                                            "shrink/" + std::to_string(shrinks_.fetch_add(1)) + "/", store));
+}
+#endif
 
 void DeviceRouter::setTimeout(std::chrono::milliseconds timeout) {
   cpu_->setTimeout(timeout);

@@ -16,6 +16,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -142,6 +143,16 @@ class DeviceRouter : public c10d::Backend {
   }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+#ifdef UCXCOLL_TORCH_HAS_SHRINK
+  // The UCX side shrinks without the store (see UcxBackend::shrink); the
+  // smaller group's CUDA side is made on first use, as for a split, from
+  // this group's store under a prefix of the shrink's own.
+  bool supportsShrinking() const override {
+    return true;
+  }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& optsOverride) override;
+#endif
   void setTimeout(std::chrono::milliseconds timeout) override;
   void setGroupUid(const std::string& uid) override;
   // The bound device (init_process_group(device_id=...)) is what torch set
@@ -208,6 +219,10 @@ class DeviceRouter : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> gpuBackendIfCreated() const;
 
  private:
+  // A router for a child group (split, shrink) whose GPU side is made from
+  // `store` on first use.
+  c10::intrusive_ptr<DeviceRouter> routerFor(c10::intrusive_ptr<UcxBackend> cpuChild,
+                                             c10::intrusive_ptr<c10d::Store> store) const;
   enum class Route { Cpu, Gpu };
   // The backend the tensors' device belongs to (ValueError when they sit on
   // two devices, NotImplementedError on a third device type) ...
@@ -224,6 +239,7 @@ class DeviceRouter : public c10d::Backend {
   std::mutex creationMutex_;     // one creation at a time; held while the factory runs
   mutable std::mutex gpuMutex_;  // guards spec_, gpu_ and the hooks; never held while calling out
   GpuGroupSpec spec_;
+  std::atomic<uint32_t> shrinks_{0};  // names each shrunk group's store prefix
 #ifdef C10D_BACKEND_HAS_HOOKS
   std::map<int64_t, c10d::AbortHook> abortHooks_;  // registered on this group, by id
   std::map<int64_t, c10d::CompletionHook> completionHooks_;

@@ -265,6 +265,29 @@ c10::intrusive_ptr<c10d::Store> unprefixed(const c10::intrusive_ptr<c10d::Store>
 
 }  // namespace
 
+GroupRendezvous narrowRendezvous(const GroupRendezvous& peers, const std::vector<int>& ranks,
+                                 const std::vector<uint32_t>& channels) {
+  GroupRendezvous narrowed;
+  narrowed.ranksOnThisHost = 0;
+  narrowed.ranksOutnumberCores = peers.ranksOutnumberCores;
+  std::map<int, int> hostNumbers;  // parent's number -> new number, in order of each host's first rank
+  for (int rank : ranks) {
+    const auto r = static_cast<std::size_t>(rank);
+    narrowed.addresses.push_back(peers.addresses.at(r));
+    narrowed.channels.push_back(channels.at(r));
+    narrowed.processes.push_back(r < peers.processes.size() ? peers.processes[r] : ProcessIdentity{});
+    const bool otherHost = r < peers.onOtherHost.size() && peers.onOtherHost[r];
+    narrowed.onOtherHost.push_back(otherHost);
+    narrowed.ranksOnThisHost += otherHost ? 0 : 1;
+    narrowed.hostNames.push_back(r < peers.hostNames.size() ? peers.hostNames[r] : std::string());
+    narrowed.networkInterfaces.push_back(r < peers.networkInterfaces.size() ? peers.networkInterfaces[r]
+                                                                            : std::string());
+    const int host = r < peers.hosts.size() ? peers.hosts[r] : 0;
+    narrowed.hosts.push_back(hostNumbers.emplace(host, static_cast<int>(hostNumbers.size())).first->second);
+  }
+  return narrowed;
+}
+
 uint64_t jobKey(const c10::intrusive_ptr<c10d::Store>& store) {
   std::random_device entropy;
   std::vector<uint8_t> proposed(8);

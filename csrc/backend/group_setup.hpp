@@ -50,6 +50,15 @@ GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int ran
                            const std::vector<uint8_t>& myAddress, uint32_t myChannel,
                            const std::string& myNetworkInterfaces);
 
+// What a rendezvous found, narrowed to `ranks` (ranks of that group,
+// ascending, which become ranks 0, 1, ... of the new one) with
+// `channels[r]` as rank r's channel for the new group: a shrink's group,
+// set up without the store. Hosts are renumbered alike on every rank; the
+// hosts' load (ranksOutnumberCores) stays the parent's, which every rank
+// shares.
+GroupRendezvous narrowRendezvous(const GroupRendezvous& peers, const std::vector<int>& ranks,
+                                 const std::vector<uint32_t>& channels);
+
 // For a rank that cannot take part in the rendezvous (a setting it cannot
 // use, no UCX): publishes `why` in place of its entry, so that every other
 // rank's rendezvous raises at once, naming this rank and its host, instead

@@ -17,6 +17,7 @@
 #include <random>
 
 #include "backend/errors.hpp"
+#include "backend/group_setup.hpp"
 #include "common/logging.hpp"
 #include "transport/tag.hpp"
 
@@ -120,8 +121,9 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reconfigure(const c10d::ReconfigureOp
   }
 
   std::shared_ptr<Group> group;
+  std::shared_ptr<const GroupRendezvous> membership;
   try {
-    group = setUpGroup(store, newRank, newSize);
+    group = setUpGroup(store, newRank, newSize, membership);
   } catch (const c10::Error&) {
     throw;
   } catch (const std::exception& error) {
@@ -136,6 +138,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reconfigure(const c10d::ReconfigureOp
     std::lock_guard<std::mutex> lock(submitMutex_);
     TORCH_CHECK(!closed_, call, ": the process group was shut down");
     old = std::exchange(group_, group);
+    membership_ = std::move(membership);
+    shrinks_ = 0;
     rank_ = newRank;
     size_ = newSize;
     options_->global_ranks_in_group = std::move(globalRanks);

@@ -46,7 +46,7 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
       publishSetupFailure(store, rank, size, error.what());
       throw;
     }
-    group_ = setUpGroup(store, rank, size);
+    group_ = setUpGroup(store, rank, size, membership_);
   } catch (const c10::Error&) {
     throw;  // e.g. the store timed out: torch's own error says it best
   } catch (const std::invalid_argument& invalid) {
@@ -64,26 +64,59 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank << " of " << size);
 }
 
-std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
-  uint32_t channel = engine_->openChannel();
-  std::shared_ptr<Group> group;
+UcxBackend::UcxBackend(const UcxBackend& parent, ShrunkGroup shrunk, std::chrono::milliseconds timeout,
+                       std::string groupName, std::vector<uint64_t> globalRanks)
+    : c10d::Backend(shrunk.rank, static_cast<int>(shrunk.membership->addresses.size())),
+      groupName_(std::move(groupName)),
+      options_(c10::make_intrusive<Options>("ucxcoll", timeout)),
+      timeout_(timeout),
+      engine_(parent.engine_),
+      store_(parent.store_) {
+  options_->group_name = groupName_;
+  options_->global_ranks_in_group = std::move(globalRanks);
   try {
-    GroupRendezvous peers = rendezvous(store, rank, size, engine_->address(), channel, engine_->networkInterfaces());
-    try {
-      group = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, std::move(peers.channels),
-                                   peers.processes, peers.onOtherHost);
-    } catch (const UnreachableError& unreachable) {
-      throw UnreachableError(describeUnreachable(unreachable.ranks(), peers, engine_->networkInterfaces()),
-                             unreachable.ranks());
-    }
-    group->setRanksOutnumberCores(peers.ranksOutnumberCores);
-    group->setHostNames(std::move(peers.hostNames));
-    group->setHosts(peers.hosts);
-    engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
+    group_ = connectGroup(*shrunk.membership, shrunk.rank, shrunk.channel);
+  } catch (...) {
+    engine_->releaseChannel(shrunk.channel);
+    throw;
+  }
+  membership_ = std::move(shrunk.membership);
+  reconfigureHandle_ = newReconfigureHandle(options_->global_ranks_in_group.empty()
+                                                ? static_cast<uint64_t>(rank_)
+                                                : options_->global_ranks_in_group[static_cast<std::size_t>(rank_)]);
+  UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank_ << " of " << size_
+                          << ", shrunk from group \"" << parent.groupName_ << "\"");
+}
+
+std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                              std::shared_ptr<const GroupRendezvous>& membership) {
+  uint32_t channel = engine_->openChannel();
+  try {
+    auto peers = std::make_shared<const GroupRendezvous>(
+        rendezvous(store, rank, size, engine_->address(), channel, engine_->networkInterfaces()));
+    std::shared_ptr<Group> group = connectGroup(*peers, rank, channel);
+    membership = std::move(peers);
+    return group;
   } catch (...) {
     engine_->releaseChannel(channel);
     throw;
   }
+}
+
+std::shared_ptr<Group> UcxBackend::connectGroup(const GroupRendezvous& peers, int rank, uint32_t channel) {
+  const int size = static_cast<int>(peers.addresses.size());
+  std::shared_ptr<Group> group;
+  try {
+    group = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, peers.channels, peers.processes,
+                                 peers.onOtherHost);
+  } catch (const UnreachableError& unreachable) {
+    throw UnreachableError(describeUnreachable(unreachable.ranks(), peers, engine_->networkInterfaces()),
+                           unreachable.ranks());
+  }
+  group->setRanksOutnumberCores(peers.ranksOutnumberCores);
+  group->setHostNames(peers.hostNames);
+  group->setHosts(peers.hosts);
+  engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
   // Hooks may be Python callables: run them on a future thread, never on
   // the engine's driver (which must not wait for the GIL).
   group->setFailureListener([hooks = abortHooks_](const std::string& cause) {

@@ -31,6 +31,8 @@
 
 namespace ucxcoll {
 
+struct GroupRendezvous;
+
 // The abort hooks registered on a group; shared with the group's failure
 // listener, which may run after the backend is gone.
 class AbortHooks : public HookTable<std::function<void()>> {
@@ -53,6 +55,16 @@ class UcxBackend : public c10d::Backend {
   // this is the default group, or they are not known).
   UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
              std::string groupName, std::vector<uint64_t> globalRanks = {});
+  // A group of `parent`'s ranks that shrink() agreed on: `membership`
+  // (narrowed from the parent's) says how to reach them; `channel` is
+  // this process's, opened by the caller and owned by this group from now.
+  struct ShrunkGroup {
+    std::shared_ptr<const GroupRendezvous> membership;
+    int rank = 0;
+    uint32_t channel = 0;
+  };
+  UcxBackend(const UcxBackend& parent, ShrunkGroup shrunk, std::chrono::milliseconds timeout, std::string groupName,
+             std::vector<uint64_t> globalRanks);
   ~UcxBackend() override;
 
   const std::string getBackendName() const override { return "ucxcoll"; }
@@ -146,6 +158,20 @@ class UcxBackend : public c10d::Backend {
                                           const c10::intrusive_ptr<Options>& opts) override;
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
 
+#ifdef UCXCOLL_TORCH_HAS_SHRINK
+  // torch's shrink_group (shrink.cpp): the ranks that go on form a smaller
+  // group without the store, over the connections this group has, even
+  // after it failed (a rank died). Every rank that goes on calls it with
+  // the same ranks to exclude; with SHRINK_ABORT, this group's pending
+  // operations are aborted first. This group stays as it is (torch
+  // destroys it next).
+  bool supportsShrinking() const override {
+    return true;
+  }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& optsOverride) override;
+#endif
+
   // Finish the collectives already submitted, end pending point-to-point
   // transfers, then release this group's resources.
   void shutdown() override;
@@ -238,8 +264,12 @@ class UcxBackend : public c10d::Backend {
                                                  at::Tensor gathered, CopyBacks copies,
                                                  const c10d::AllgatherOptions& opts, c10::IValue result,
                                                  c10::TypePtr resultType);
-  // Agree on a group with `size` ranks through `store` and connect to them.
-  std::shared_ptr<Group> setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size);
+  // Agree on a group with `size` ranks through `store` and connect to
+  // them; `membership` receives what the ranks told each other.
+  std::shared_ptr<Group> setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                    std::shared_ptr<const GroupRendezvous>& membership);
+  // Connect to the ranks of `membership` as rank `rank` on `channel`.
+  std::shared_ptr<Group> connectGroup(const GroupRendezvous& membership, int rank, uint32_t channel);
   // Refuse (fail fast) once the group failed. Called with submitMutex_ held.
   static void checkUsable(const Group& group, const char* opName);
   // The current group (reconfigure() replaces it).
@@ -249,7 +279,10 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<Options> options_;  // what getBackendOptions() returns
   std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<Engine> engine_;
-  std::shared_ptr<Group> group_;           // replaced by reconfigure() under submitMutex_
+  std::shared_ptr<Group> group_;  // replaced by reconfigure() under submitMutex_
+  // How group_'s ranks are reached (shrink() narrows it); replaced with it.
+  std::shared_ptr<const GroupRendezvous> membership_;
+  uint32_t shrinks_ = 0;                   // shrink() calls on this group so far; guarded by submitMutex_
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; reconfigure() sets up new groups through it
   // "ucxcoll:<global rank>:<random>": names this member in reconfigure().
   std::string reconfigureHandle_;

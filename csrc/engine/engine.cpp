@@ -605,7 +605,8 @@ void Engine::takeSubmissions() {
                             AbortedError(op.name() + " was not run: the process group was shut down or aborted")));
       continue;
     }
-    if (group != nullptr && !group->deadRanks_.empty() && op.kind() == Operation::Kind::PointToPoint) {
+    if (group != nullptr && !group->deadRanks_.empty() && op.kind() == Operation::Kind::PointToPoint &&
+        !op.runsOnFailedGroup_) {
       group->notifyFailure();
       failOperation(op, std::make_exception_ptr(PeerGoneError(
                             op.name() + " was not run: this process group failed earlier: " + group->failure())));
@@ -1164,7 +1165,9 @@ void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::str
   }
   group.waiting_.clear();
   auto affected = [&](const Operation& op) {
-    if (!spareUnaffected) {
+    // An operation made for a failed group (a shrink's exchange) fails only
+    // for ranks it waits for.
+    if (!spareUnaffected && !op.runsOnFailedGroup_) {
       return true;
     }
     const std::vector<int> awaited = op.peersAwaited();
@@ -1253,6 +1256,11 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait, LeaveRea
 }
 
 void Engine::abortGroup(const std::shared_ptr<Group>& group, const std::string& reason, LeaveReason leaving) {
+  abortOperations(group, reason);
+  closeGroup(group, false, leaving);
+}
+
+void Engine::abortOperations(const std::shared_ptr<Group>& group, const std::string& reason) {
   runOnDriver([&] {
     std::vector<uint64_t> victims;
     for (Operation* op : group->waiting_) {
@@ -1267,7 +1275,6 @@ void Engine::abortGroup(const std::shared_ptr<Group>& group, const std::string& 
     }
     abortEach(victims, reason);
   });
-  closeGroup(group, false, leaving);
 }
 
 }  // namespace ucxcoll

@@ -128,7 +128,9 @@ class Engine {
   // that this rank left and how (`leaving`).
   void closeGroup(const std::shared_ptr<Group>& group, bool wait, LeaveReason leaving);
   // Fail every operation of the group, queued or running, with
-  // AbortedError(reason), then close it.
+  // AbortedError(reason); the group stays open.
+  void abortOperations(const std::shared_ptr<Group>& group, const std::string& reason);
+  // abortOperations, then close the group.
   void abortGroup(const std::shared_ptr<Group>& group, const std::string& reason, LeaveReason leaving);
 
   // Messages this engine dropped because no group of this process can ever

@@ -10,7 +10,7 @@ enum class LeaveReason : uint32_t {
   ShutDown = 0,      // shutdown(), which destroy_process_group calls
   Aborted = 1,       // abort()
   Released = 2,      // the last reference to the backend went away
-  Reconfigured = 3,  // replaced by a reconfigured group
+  Reconfigured = 3,  // replaced by a reconfigured or shrunk group
 };
 
 constexpr const char* describeLeaving(LeaveReason reason) {
@@ -22,7 +22,7 @@ constexpr const char* describeLeaving(LeaveReason reason) {
     case LeaveReason::Released:
       return "dropped its last reference to the group";
     case LeaveReason::Reconfigured:
-      return "left it for a reconfigured group";
+      return "left it for a reconfigured or shrunk group";
   }
   return "left the group";
 }

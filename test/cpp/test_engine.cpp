@@ -22,6 +22,7 @@
 #include "cluster.hpp"
 #include "common/error.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/shrink_exchange.hpp"
 
 using namespace ucxcoll;
 using namespace ucxcoll::testing;
@@ -641,4 +642,72 @@ TEST_CASE("engine: a group whose peer is already dead is set up failed, and its 
   CHECK(messageOf<Error>([&] { barrier.wait(); }) ==
         "barrier #0 on group \"g\" (rank 0 of 2, timeout 120000 ms) was not run: this process group failed earlier: " +
             cause);
+}
+
+TEST_CASE(
+    "engine: a shrink's survivors trade channels over their failed group; a dead rank left in, or lists "
+    "that differ, fail every survivor at once",
+    "[engine][errors]") {
+  ProcessIdentity dead;
+  {
+    SleepingChild child;
+    dead = child.identity();
+  }
+  Cluster cluster(4, Wire::Loopback);
+  auto group = cluster.makeGroup("g", {}, {thisProcess(), thisProcess(), thisProcess(), dead});
+  REQUIRE(group[0]->failed());
+  std::vector<std::shared_ptr<std::vector<uint32_t>>> channels;
+  auto exchange = [&](int rank, std::vector<int> excluded) {
+    channels.push_back(std::make_shared<std::vector<uint32_t>>());
+    auto op = std::make_unique<ShrinkExchange>(group[rank], excluded, 0, 100 + rank, 60s, channels.back());
+    std::string name = op->name();
+    auto completion = op->sharedCompletion();
+    // What shrink() sends the ranks it excludes (ShrinkNotice).
+    auto notice = std::make_unique<ShrinkNotice>(group[rank], std::move(excluded), op->offer(), 0, 60s);
+    [[maybe_unused]] Engine::Lease none = cluster.engine(rank).submit(std::move(notice));
+    [[maybe_unused]] Engine::Lease none2 = cluster.engine(rank).submit(std::move(op));
+    return Submitted(cluster.engine(rank), completion, name);
+  };
+  const auto started = Clock::now();
+  SECTION("survivors that agree learn each other's channels") {
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 3; ++rank) {
+      runs.push_back(exchange(rank, {3}));
+    }
+    for (int rank = 0; rank < 3; ++rank) {
+      runs[static_cast<std::size_t>(rank)].wait();
+      CHECK(*channels[static_cast<std::size_t>(rank)] == std::vector<uint32_t>{100, 101, 102, 0});
+    }
+  }
+  SECTION("a dead rank left in the group is named") {
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 2; ++rank) {
+      runs.push_back(exchange(rank, {2}));
+    }
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string message = messageOf<PeerGoneError>([&] { runs[static_cast<std::size_t>(rank)].wait(); });
+      CHECK_THAT(message,
+                 Catch::Matchers::StartsWith("shrink #0 excluding ranks [2] on group \"g\" (rank " +
+                                             std::to_string(rank) + " of 4, timeout 60000 ms) failed: rank 3 (pid " +
+                                             std::to_string(dead.pid) + ") died before the group was set up"));
+    }
+  }
+  SECTION("lists that differ: every survivor raises, naming both") {
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 3; ++rank) {
+      runs.push_back(exchange(rank, rank == 2 ? std::vector<int>{1, 3} : std::vector<int>{3}));
+    }
+    const char* mine[] = {"[3]", "[3]", "[1, 3]"};
+    const char* theirs[] = {"rank 2 excludes ranks [1, 3]", "rank 2 excludes ranks [1, 3]",
+                            "rank 0 excludes ranks [3]"};
+    for (int rank = 0; rank < 3; ++rank) {
+      const auto r = static_cast<std::size_t>(rank);
+      const std::string message = messageOf<MismatchError>([&] { runs[r].wait(); });
+      CHECK(message == std::string("shrink #0 excluding ranks ") + mine[r] + " on group \"g\" (rank " +
+                           std::to_string(rank) + " of 4, timeout 60000 ms): " + theirs[r] +
+                           " where this rank excludes " + mine[r] +
+                           "; every rank that goes on must pass the same ranks_to_exclude");
+    }
+  }
+  CHECK(Clock::now() - started < 30s);  // at once, not at the deadline
 }

@@ -592,6 +592,23 @@ def flight_recorder(rank: int, world: int, port: int, workdir: str) -> None:
                for entry in dump["entries"]]
     report(supported=dist.group.WORLD.supports_completion_hooks, failed=failed, entries=entries)
 
+def run_victim(scenario: str, rank: int, world: int, port: int, workdir: str) -> None:
+    """Runs `scenario` for this rank as a child process, which SIGKILLs
+    itself, and reports how it ended."""
+    child = subprocess.run([sys.executable, __file__, scenario, str(rank), str(world), str(port), workdir])
+    report(victim_status=child.returncode)
+
+
+def all_reduce_until_a_peer_dies() -> str | None:
+    """all_reduce until one raises (a peer died); its message."""
+    try:
+        for _ in range(1000000):
+            dist.all_reduce(torch.ones(4))
+    except dist.DistBackendError as error:
+        return str(error)
+    return None
+
+
 def reconfigure(rank: int, world: int, port: int, workdir: str) -> None:
     """torch 2.15's reconfigure: the last rank is SIGKILLed; the survivors
     get the error naming it, then reconfigure the group to themselves
@@ -601,20 +618,14 @@ def reconfigure(rank: int, world: int, port: int, workdir: str) -> None:
     dead member listed (times out after the 2 s asked for), a reused uuid --
     and the group still works afterwards."""
     if rank == world - 1:
-        child = subprocess.run([sys.executable, __file__, "reconfigure_victim", str(rank), str(world), str(port), workdir])
-        report(victim_status=child.returncode)
+        run_victim("reconfigure_victim", rank, world, port, workdir)
         return
     init(rank, world, port, timeout_seconds=60)
     store = dist.distributed_c10d._get_default_store()
     store.set(f"handle/{rank}", dist._get_reconfigure_handle())
     dist.all_reduce(torch.ones(4))
     handles = [store.get(f"handle/{r}").decode() for r in range(world)]
-    try:
-        for _ in range(1000000):
-            dist.all_reduce(torch.ones(4))
-        died = None
-    except dist.DistBackendError as error:
-        died = str(error)
+    died = all_reduce_until_a_peer_dies()
     survivors = handles[:-1]
     outcomes = {}
 
@@ -650,6 +661,106 @@ def reconfigure_victim(rank: int, world: int, port: int, workdir: str) -> None:
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
     while True:
         dist.all_reduce(torch.ones(4))
+
+def shrink(rank: int, world: int, port: int, workdir: str) -> None:
+    """torch's shrink_group: the last rank is SIGKILLed; the survivors get
+    the error naming it, then shrink the default group to themselves and
+    go on with it (all_reduce, all_gather, broadcast, send/recv). The store
+    gains no key on the way: the survivors agree over the group's own
+    connections, not through it. With 4 or more ranks, a second shrink
+    drops a rank that is alive (the new last one), with SHRINK_ABORT: a
+    survivor's pending irecv from it is aborted, and the excluded rank,
+    waiting in a recv on the group the others leave, raises naming the
+    rank that left."""
+    if rank == world - 1:
+        run_victim("shrink_victim", rank, world, port, workdir)
+        return
+    init(rank, world, port, timeout_seconds=60)
+    store = dist.distributed_c10d._get_default_store()
+    dist.all_reduce(torch.ones(4))
+    died = all_reduce_until_a_peer_dies()
+    keys_before = store.num_keys()
+    started = time.monotonic()
+    dist.shrink_group([world - 1])
+    shrink_seconds = time.monotonic() - started
+    keys_added = store.num_keys() - keys_before
+    survivors = world - 1
+    rank_size = [dist.get_rank(), dist.get_world_size()]
+    total = torch.full((1000,), float(rank + 1))
+    dist.all_reduce(total)
+    gathered = [torch.empty(2) for _ in range(survivors)]
+    dist.all_gather(gathered, torch.full((2,), float(rank)))
+    root = survivors - 1
+    broadcast = torch.full((3,), float(rank * 10))
+    dist.broadcast(broadcast, src=root)
+    ring = torch.empty(2)
+    send = dist.isend(torch.full((2,), float(rank)), (rank + 1) % survivors)
+    dist.recv(ring, (rank - 1) % survivors)
+    send.wait()
+    result = dict(died=died, keys_added=keys_added, shrink_seconds=shrink_seconds, rank_size=rank_size,
+                  total=sorted(set(total.tolist())), gathered=[t.tolist() for t in gathered],
+                  broadcast=broadcast.tolist(), ring=ring.tolist())
+    if world >= 4:
+        result.update(shrink_a_live_rank(rank, survivors))
+    dist.destroy_process_group()
+    report(**result)
+
+
+def shrink_a_live_rank(rank: int, size: int) -> dict:
+    """The second round of the shrink scenario, on a healthy group of
+    `size` ranks: the last one is excluded while alive."""
+    excluded = size - 1
+    if rank == excluded:
+        store = dist.distributed_c10d._get_default_store()
+        store.set("excluded_waits", "1")
+        try:
+            dist.recv(torch.empty(1), 0)
+            left = None
+        except dist.DistBackendError as error:
+            left = str(error)
+        return dict(excluded_saw=left)
+    pending = dist.irecv(torch.empty(1), excluded) if rank == 1 else None
+    dist.distributed_c10d._get_default_store().wait(["excluded_waits"])
+    dist.shrink_group([excluded], shrink_flags=dist.distributed_c10d.SHRINK_ABORT)
+    aborted = None
+    if pending is not None:
+        try:
+            pending.wait()
+        except dist.DistBackendError as error:
+            aborted = str(error)
+    total = torch.full((8,), float(rank + 1))
+    dist.all_reduce(total)
+    return dict(second_rank_size=[dist.get_rank(), dist.get_world_size()], second_total=sorted(set(total.tolist())),
+                aborted=aborted)
+
+
+def shrink_victim(rank: int, world: int, port: int, workdir: str) -> None:
+    init(rank, world, port, timeout_seconds=60)
+    dist.all_reduce(torch.ones(4))
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    while True:
+        dist.all_reduce(torch.ones(4))
+
+
+def shrink_disagreement(rank: int, world: int, port: int, workdir: str) -> None:
+    """4 ranks; rank 3 is SIGKILLed. Ranks 0 and 1 exclude [3], rank 2
+    excludes [1, 3]: every one of them must raise, naming the lists, and
+    none may wait for the deadline (60 s)."""
+    if rank == world - 1:
+        run_victim("shrink_victim", rank, world, port, workdir)
+        return
+    init(rank, world, port, timeout_seconds=60)
+    dist.all_reduce(torch.ones(4))
+    all_reduce_until_a_peer_dies()
+    started = time.monotonic()
+    try:
+        dist.shrink_group([1, 3] if rank == 2 else [3])
+        error = None
+    except Exception as raised:  # noqa: BLE001 -- the type is what is checked
+        error = f"{type(raised).__name__}: {str(raised).splitlines()[0]}"
+    report(error=error, seconds=time.monotonic() - started)
+    os._exit(0)  # the default group is half torn down: leave as a crash would
+
 
 def audit_log(rank: int, world: int, port: int, workdir: str) -> None:
     """UCXCOLL_LOG_LEVEL=info (set by the test) writes one audit line per
@@ -851,7 +962,7 @@ def soak_member(rank: int, world: int, victim_at: int, store_path: str) -> None:
     soak_cycle(rank, world, store_path, victim_at if victim_at >= 0 else None)
 
 
-SCENARIOS = {"leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
+SCENARIOS = {"leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "shrink": shrink, "shrink_victim": shrink_victim, "shrink_disagreement": shrink_disagreement, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

@@ -412,6 +412,53 @@ def test_survivors_of_a_killed_rank_reconfigure_the_group_and_go_on():
         assert report["gathered"] == [[0.0, 0.0], [1.0, 1.0]]
 
 
+@pytest.mark.parametrize("world", [3, 4])
+def test_survivors_of_a_killed_rank_shrink_the_group_without_the_store_and_go_on(world):
+    reports = run_scenario("shrink", world=world, timeout=180)
+    assert reports[-1] == {"victim_status": -signal.SIGKILL}
+    survivors = world - 1
+    for rank in range(survivors):
+        report = reports[rank]
+        assert re.fullmatch(rf'ucxcoll: all_reduce #\d+ on group "0" \(rank {rank} of {world}, timeout 60000 ms\) '
+                            rf'failed: rank {world - 1} \(pid \d+\) of group "0" died \(its process on this host '
+                            r'exited\)', report["died"]), report["died"]
+        assert report["keys_added"] == 0  # no rendezvous through the store
+        assert report["rank_size"] == [rank, survivors]
+        assert report["total"] == [float(sum(range(1, survivors + 1)))]  # the dead rank is not in the sum
+        assert report["gathered"] == [[float(r)] * 2 for r in range(survivors)]
+        assert report["broadcast"] == [float((survivors - 1) * 10)] * 3
+        assert report["ring"] == [float((rank - 1) % survivors)] * 2
+    if world >= 4:
+        # The second shrink drops rank 2, alive, with SHRINK_ABORT.
+        for rank in (0, 1):
+            assert reports[rank]["second_rank_size"] == [rank, 2]
+            assert reports[rank]["second_total"] == [3.0]
+        assert reports[0]["aborted"] is None
+        assert "the process group is being shrunk (shrink_group with SHRINK_ABORT)" in reports[1]["aborted"], \
+            reports[1]["aborted"]
+        assert re.fullmatch(r'ucxcoll: recv #\d+ from rank 0 \(tag 0\) on group "0:shrunk" \(rank 2 of 3, timeout 60000 '
+                            r'ms\): rank 0 of group "0:shrunk" shut its group down '
+                            r"\(shutdown\(\) or destroy_process_group\(\)\) after finishing \d+ of its collectives; "
+                            r"this transfer will not complete \(Connection closed by peer\)",
+                            reports[2]["excluded_saw"]), reports[2]["excluded_saw"]
+
+
+def test_survivors_that_shrink_by_different_ranks_all_raise_naming_the_lists():
+    reports = run_scenario("shrink_disagreement", world=4, timeout=180)
+    assert reports[3] == {"victim_status": -signal.SIGKILL}
+    mine = {0: "[3]", 1: "[3]", 2: "[1, 3]"}
+    # Ranks 0 and 2 each hear the other's offer; rank 1, excluded by rank 2,
+    # hears rank 2's list from the notice it sends the ranks it excludes.
+    theirs = {0: (2, "[1, 3]"), 1: (2, "[1, 3]"), 2: (0, "[3]")}
+    for rank in range(3):
+        other, their_list = theirs[rank]
+        assert re.fullmatch(rf'DistBackendError: ucxcoll: shrink #0 excluding ranks {re.escape(mine[rank])} on group '
+                            rf'"0" \(rank {rank} of 4, timeout 60000 ms\): rank {other} excludes ranks '
+                            rf'{re.escape(their_list)} where this rank excludes {re.escape(mine[rank])}; every rank '
+                            r"that goes on must pass the same ranks_to_exclude", reports[rank]["error"]), \
+            reports[rank]["error"]
+
+
 @pytest.mark.parametrize("one_core", [False, True], ids=["own_cores", "ranks_outnumber_cores"])
 def test_audit_log_writes_one_line_per_operation_with_size_algorithm_peers_duration_and_outcome(one_core):
     # Two ranks on one core (UCXCOLL_TEST_ONE_CORE): the group setup finds
