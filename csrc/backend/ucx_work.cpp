@@ -109,6 +109,15 @@ bool UcxWork::wait(std::chrono::milliseconds timeout) {
                                           " ms) expired before operation #" + std::to_string(sequence_) +
                                           " completed (it keeps running; its own deadline still applies)");
   }
+  if (!future_->completed()) {
+    // As with gloo, the Future is complete once wait() returns: code that
+    // chains on it right after (torchft's managed work) expects its
+    // callbacks to run at once. The driver may have handed the completion
+    // to a future thread that has not run yet: complete it here instead,
+    // or wait the moment it takes a thread that is completing it.
+    finishFuture(completion_->error());
+    future_->wait();
+  }
   if (auto error = exception()) {
     std::rethrow_exception(error);
   }
@@ -136,6 +145,9 @@ void UcxWork::completeFuture(std::exception_ptr error) {
 }
 
 void UcxWork::finishFuture(const std::exception_ptr& error) {
+  if (futureFinished_.exchange(true, std::memory_order_acq_rel)) {
+    return;  // another thread completes it (the future thread, a waiter, a claimant)
+  }
   if (error) {
     future_->setError(exception());
   } else {
@@ -246,6 +258,9 @@ bool CoalescedWork::wait(std::chrono::milliseconds timeout) {
       member->wait(std::max(left, std::chrono::milliseconds(1)));  // 0 would mean "no timeout"
     }
   }
+  // The last member's Future completes this one from its callback, which
+  // may still be running on another thread.
+  future_->wait();
   return true;
 }
 

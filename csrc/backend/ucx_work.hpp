@@ -4,7 +4,8 @@
 // (driving the engine meanwhile when no other thread does, so that a
 // thread that waits right after submitting pays no thread hand-off), and
 // once the operation completes the engine's callback completes the Future
-// with the output tensors (what DDP comm hooks read), or with the error.
+// with the output tensors (what DDP comm hooks read), or with the error;
+// as with gloo, the Future is complete by the time wait() returns.
 //
 // Once an operation succeeds, the completion listeners (torch's completion
 // hooks, registered on the backend; what torch's flight recorder marks
@@ -120,6 +121,7 @@ class UcxWork : public c10d::Work {
   // it, or the claimant completed it).
   enum FutureState : int { kUnclaimed, kClaimed, kCompletedWhileClaimed, kSettled };
   std::atomic<int> futureState_{kUnclaimed};
+  std::atomic<bool> futureFinished_{false};  // the Future's completion was taken (finishFuture)
   void finishFuture(const std::exception_ptr& error);
 };
 

@@ -167,6 +167,23 @@ def future_callbacks_never_run_on_the_driver_and_see_the_result(ctx: Context) ->
     assert len(callback_threads) == 50 and "ucxcoll-engine" not in callback_threads, callback_threads
 
 
+@check()
+def future_is_complete_once_wait_returns_as_with_gloo(ctx: Context) -> None:
+    # torchft chains on a Work's Future right after wait() and expects the
+    # callback to run at once, as it does on gloo. The hard case: the
+    # operation completed before wait() was called, and its Future was
+    # handed to a future thread.
+    for group in (None, ctx.gloo):
+        for iteration in range(100):
+            work = dist.all_reduce(torch.full((4,), float(iteration)), group=group, async_op=True)
+            while not work.is_completed():
+                time.sleep(0)
+            assert work.wait() is True
+            ran = []
+            work.get_future().then(lambda future: ran.append(future.value()[0][0].item()))
+            assert work.get_future().done() and ran == [float(iteration * ctx.world)], (group, iteration, ran)
+
+
 @check(min_world=2)
 def subgroup_of_all_but_last_rank(ctx: Context) -> None:
     members = list(range(ctx.world - 1))
