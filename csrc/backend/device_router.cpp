@@ -445,8 +445,12 @@ c10::intrusive_ptr<c10d::Backend> DeviceRouter::shrink(const std::vector<int64_t
     store = spec_.store;
   }
   // Nothing is read or written there unless CUDA tensors come.
-  return routerFor(std::move(cpuChild), c10::make_intrusive<c10d::PrefixStore>(
-                                            "shrink/" + std::to_string(shrinks_.fetch_add(1)) + "/", store));
+  const std::string prefix = "shrink/" + std::to_string(shrinks_.fetch_add(1)) + "/";
+  c10::intrusive_ptr<c10d::Store> childStore;
+  if (store) {
+    childStore = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+  }
+  return routerFor(std::move(cpuChild), std::move(childStore));
 }
 #endif
 
