@@ -72,9 +72,7 @@ c10::intrusive_ptr<c10d::Backend> UcxBackend::shrink(const std::vector<int64_t>&
   for (int rank = 0; rank < size_; ++rank) {
     if (!std::binary_search(excluded.begin(), excluded.end(), rank)) {
       survivors.push_back(rank);
-      globalRanks.push_back(options_->global_ranks_in_group.empty()
-                                ? static_cast<uint64_t>(rank)
-                                : options_->global_ranks_in_group[static_cast<std::size_t>(rank)]);
+      globalRanks.push_back(globalRank(rank));
     }
   }
   const int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), rank_) - survivors.begin());

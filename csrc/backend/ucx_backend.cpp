@@ -58,9 +58,7 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
         backendError(std::string("ucxcoll: cannot set up group \"") + groupName_ + "\": " + error.what()));
   }
   store_ = store;
-  reconfigureHandle_ = newReconfigureHandle(options_->global_ranks_in_group.empty()
-                                                ? static_cast<uint64_t>(rank)
-                                                : options_->global_ranks_in_group[static_cast<std::size_t>(rank)]);
+  reconfigureHandle_ = newReconfigureHandle(globalRank(rank));
   UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank << " of " << size);
 }
 
@@ -81,9 +79,7 @@ UcxBackend::UcxBackend(const UcxBackend& parent, ShrunkGroup shrunk, std::chrono
     throw;
   }
   membership_ = std::move(shrunk.membership);
-  reconfigureHandle_ = newReconfigureHandle(options_->global_ranks_in_group.empty()
-                                                ? static_cast<uint64_t>(rank_)
-                                                : options_->global_ranks_in_group[static_cast<std::size_t>(rank_)]);
+  reconfigureHandle_ = newReconfigureHandle(globalRank(rank_));
   UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank_ << " of " << size_
                           << ", shrunk from group \"" << parent.groupName_ << "\"");
 }
@@ -141,9 +137,7 @@ c10::intrusive_ptr<c10d::Backend> UcxBackend::split(const c10::intrusive_ptr<c10
   for (int rank : ranks) {
     TORCH_CHECK_VALUE(rank >= 0 && rank < size_, "ucxcoll: split: rank ", rank, " is not in this group of ", size_,
                       " ranks");
-    globalRanks.push_back(options_->global_ranks_in_group.empty()
-                              ? static_cast<uint64_t>(rank)
-                              : options_->global_ranks_in_group[static_cast<std::size_t>(rank)]);
+    globalRanks.push_back(globalRank(rank));
   }
   const std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_.load();
   std::string name = opts && !opts->group_name.empty() ? opts->group_name : groupName_ + ":split";
@@ -301,6 +295,11 @@ void UcxBackend::checkUsable(const Group& group, const char* opName) {
     std::rethrow_exception(backendError(std::string("ucxcoll: ") + opName +
                                         " refused: this process group failed earlier: " + group.failure()));
   }
+}
+
+uint64_t UcxBackend::globalRank(int rank) const {
+  return options_->global_ranks_in_group.empty() ? static_cast<uint64_t>(rank)
+                                                 : options_->global_ranks_in_group.at(static_cast<std::size_t>(rank));
 }
 
 std::shared_ptr<Group> UcxBackend::group() const {

@@ -274,6 +274,8 @@ class UcxBackend : public c10d::Backend {
   static void checkUsable(const Group& group, const char* opName);
   // The current group (reconfigure() replaces it).
   std::shared_ptr<Group> group() const;
+  // The default group's rank of this group's rank `rank`.
+  uint64_t globalRank(int rank) const;
 
   std::string groupName_;
   c10::intrusive_ptr<Options> options_;  // what getBackendOptions() returns

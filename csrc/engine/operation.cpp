@@ -235,6 +235,14 @@ std::vector<int> Operation::silentPeers() const {
   return peers;
 }
 
+std::string Operation::listRanks(const std::vector<int>& ranks) {
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    text += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
+  }
+  return text;
+}
+
 std::string Operation::describeMissingPeers() const {
   const std::vector<int> receives = silentPeers();
   std::vector<int> sends;
@@ -249,22 +257,15 @@ std::string Operation::describeMissingPeers() const {
       sends.push_back(request.peer());
     }
   }
-  auto join = [](const std::vector<int>& ranks) {
-    std::ostringstream out;
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      out << (i ? ", " : "") << ranks[i];
-    }
-    return out.str();
-  };
   std::ostringstream out;
   if (!receives.empty()) {
-    out << "no data from rank(s) [" << join(receives) << "]";
+    out << "no data from rank(s) [" << listRanks(receives) << "]";
   }
   if (anySource) {
     out << (out.tellp() > 0 ? "; " : "") << "no message from any rank";
   }
   if (!sends.empty()) {
-    out << (out.tellp() > 0 ? "; " : "") << "rank(s) [" << join(sends) << "] did not take our data";
+    out << (out.tellp() > 0 ? "; " : "") << "rank(s) [" << listRanks(sends) << "] did not take our data";
   }
   if (out.tellp() == 0) {
     out << "it was still waiting for its turn behind earlier operations";

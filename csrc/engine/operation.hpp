@@ -170,6 +170,8 @@ class Operation {
   std::string describeLeaving(const LeftPeer& left) const;
   // Completes a size-mismatch message: what the sizes mean in this operation.
   virtual std::string mismatchHint() const { return ""; }
+  // "1, 3": ranks as errors list them.
+  static std::string listRanks(const std::vector<int>& ranks);
   // "rank 3", or for a receive from any rank, "a rank".
   virtual std::string peerName(const Request& request) const;
 

@@ -23,11 +23,7 @@ ShrinkExchange::ShrinkExchange(std::shared_ptr<Group> parent, std::vector<int> e
 }
 
 std::string ShrinkExchange::formatRanks(const std::vector<int>& ranks) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    text += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
-  }
-  return text + "]";
+  return "[" + listRanks(ranks) + "]";
 }
 
 bool ShrinkExchange::survives(int rank) const {
@@ -35,14 +31,13 @@ bool ShrinkExchange::survives(int rank) const {
 }
 
 std::size_t ShrinkExchange::offerBytes() const {
-  return 2 * sizeof(uint32_t) + (static_cast<std::size_t>(group()->size()) + 7) / 8;
+  return sizeof(uint32_t) + (static_cast<std::size_t>(group()->size()) + 7) / 8;
 }
 
 std::vector<uint8_t> ShrinkExchange::encodeOffer() const {
   std::vector<uint8_t> offer(offerBytes(), 0);
   std::memcpy(offer.data(), &channel_, sizeof(uint32_t));
-  std::memcpy(offer.data() + sizeof(uint32_t), &round_, sizeof(uint32_t));
-  uint8_t* bits = offer.data() + 2 * sizeof(uint32_t);
+  uint8_t* bits = offer.data() + sizeof(uint32_t);
   for (int rank : excluded_) {
     bits[rank / 8] |= static_cast<uint8_t>(1u << (rank % 8));
   }
@@ -51,7 +46,7 @@ std::vector<uint8_t> ShrinkExchange::encodeOffer() const {
 
 std::vector<int> ShrinkExchange::excludedIn(const std::vector<uint8_t>& offer) const {
   std::vector<int> ranks;
-  const uint8_t* bits = offer.data() + 2 * sizeof(uint32_t);
+  const uint8_t* bits = offer.data() + sizeof(uint32_t);
   for (int rank = 0; rank < group()->size(); ++rank) {
     if ((bits[rank / 8] >> (rank % 8)) & 1u) {
       ranks.push_back(rank);

@@ -44,9 +44,9 @@ class ShrinkExchange final : public Operation {
   std::exception_ptr checkForDisagreement(Transport& transport) override;
 
  private:
-  // What each survivor sends: its new channel, the round, then the parent
-  // ranks it excludes as a bitmap (one bit per parent rank, so that every
-  // offer has the same size whatever the list).
+  // What each survivor sends (the round is in the tag): its new channel,
+  // then the parent ranks it excludes as a bitmap (one bit per parent
+  // rank, so that every offer has the same size whatever the list).
   std::vector<uint8_t> encodeOffer() const;
   std::size_t offerBytes() const;
   std::vector<int> excludedIn(const std::vector<uint8_t>& offer) const;
