@@ -23,6 +23,9 @@
 #                           needs on a GPU machine without network
 #   scripts/dev.sh across-hosts  the tests across simulated hosts alone (2 hosts
 #                           x 2 ranks; scripts/hosts.sh makes them; needs root)
+#   scripts/dev.sh startup-sim  the simulated start-up of 64, 256 and 1,024
+#                           ranks (threads of one process over the loopback
+#                           transport, an in-memory store; sizes: arguments)
 #   scripts/dev.sh setup    only set up and build
 #
 # UCXCOLL_VENV   where the Python environment lives (default
@@ -392,6 +395,14 @@ case "$command" in
   compat) ensure_apt_packages; ensure_venv; run_compat ;;
   gpu-pack) ensure_apt_packages; ensure_venv; gpu_pack ;;
   sanitize) setup; run_sanitizers ;;
+  startup-sim)
+    setup
+    sizes=("$@")
+    if ((${#sizes[@]} == 0)); then sizes=(64 256 1024); fi
+    for ranks in "${sizes[@]}"; do
+      UCXCOLL_SIM_RANKS=$ranks "$BUILD/ucxcoll_tests" "start-up simulation*" | grep -E "^start-up simulation|passed|failed"
+    done
+    ;;
   across-hosts) setup; cd "$ROOT"; "$VENV/bin/python" -m pytest test/python/test_across_hosts.py -q -rs "$@" ;;
   *)
     echo "usage: scripts/dev.sh {demo|test|bench|bench-small|conformance|conformance-ci|compat|gpu-pack|sanitize|across-hosts|setup}" >&2

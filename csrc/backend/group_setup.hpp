@@ -1,75 +1,34 @@
 #pragma once
-// Agreeing on a group through the store torch hands the backend: every
-// rank's UCX worker address, the channel number its process gave the group
-// (see transport/tag.hpp), which ranks share this host, and which process
-// each rank is (so that the engine can watch peers on this host).
+// What a group's setup takes from the store torch hands the backend: the
+// store itself, as the torch-free setup code sees it (setup/rendezvous.hpp
+// says what is agreed there and what it costs), the job's key, and where
+// the job runs.
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "engine/peer_watch.hpp"
+#include "setup/key_value_store.hpp"
+#include "setup/rendezvous.hpp"
 #include "transport/network_devices.hpp"
 
 namespace ucxcoll {
 
-struct GroupRendezvous {
-  std::vector<std::vector<uint8_t>> addresses;  // indexed by group rank
-  std::vector<uint32_t> channels;               // indexed by group rank
-  // Indexed by group rank: the rank's process where this one can watch it
-  // (same kernel and pid namespace), unknown elsewhere.
-  std::vector<ProcessIdentity> processes;
-  std::vector<bool> onOtherHost;       // indexed by group rank
-  std::vector<std::string> hostNames;  // indexed by group rank: each rank's hostname
-  // Indexed by group rank: its host, numbered by the host identity (the
-  // kernel's boot id) in the order of each host's first rank; the same on
-  // every rank (Group::setHosts).
-  std::vector<int> hosts;
-  // Indexed by group rank: the network devices its UCX offers, with their
-  // addresses (Engine::networkInterfaces), for errors about reaching it.
-  std::vector<std::string> networkInterfaces;
-  int ranksOnThisHost = 1;  // this one included
-  // Some host runs more of the group's ranks than the cores each of them
-  // may use: the same answer on every rank (computed from every entry).
-  bool ranksOutnumberCores = false;
-};
-
-// The ranks of a group do not share groupWideSettings (common/config.hpp).
-class SettingsMismatch : public std::invalid_argument {
+// torch's store as setup/ sees it. Its errors (c10::Error: a timeout, a
+// store that went away) pass through unchanged: torch's own words say
+// them best.
+class TorchStore final : public KeyValueStore {
  public:
-  using std::invalid_argument::invalid_argument;
+  explicit TorchStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override { store_->set(key, value); }
+  std::vector<uint8_t> get(const std::string& key) override { return store_->get(key); }
+  int64_t add(const std::string& key, int64_t increment) override { return store_->add(key, increment); }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
 };
-
-// Collective over the group's ranks; raises SettingsMismatch on every rank
-// where any two differ in groupWideSettings; blocks (up to the store's timeout)
-// until every rank has published its address and channel.
-GroupRendezvous rendezvous(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                           const std::vector<uint8_t>& myAddress, uint32_t myChannel,
-                           const std::string& myNetworkInterfaces);
-
-// What a rendezvous found, narrowed to `ranks` (ranks of that group,
-// ascending, which become ranks 0, 1, ... of the new one) with
-// `channels[r]` as rank r's channel for the new group: a shrink's group,
-// set up without the store. Hosts are renumbered alike on every rank; the
-// hosts' load (ranksOutnumberCores) stays the parent's, which every rank
-// shares.
-GroupRendezvous narrowRendezvous(const GroupRendezvous& peers, const std::vector<int>& ranks,
-                                 const std::vector<uint32_t>& channels);
-
-// For a rank that cannot take part in the rendezvous (a setting it cannot
-// use, no UCX): publishes `why` in place of its entry, so that every other
-// rank's rendezvous raises at once, naming this rank and its host, instead
-// of waiting for the store's timeout. Best effort: a store that fails here
-// leaves the peers to that timeout.
-void publishSetupFailure(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& why);
-
-// Why a group cannot be set up when no network device of this host reaches
-// `ranks` (UnreachableError): each of them with its host and the devices it
-// offers, the devices this rank offers (`mine`), and what to do.
-std::string describeUnreachable(const std::vector<int>& ranks, const GroupRendezvous& peers, const std::string& mine);
 
 // The job's key (see UcxTransport::setJobKey): 64 random bits that the
 // first rank to ask stores under "ucxcoll/job_key" in the job's store (the

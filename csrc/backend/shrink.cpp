@@ -1,5 +1,5 @@
 // UcxBackend::shrink: torch's shrink_group. The ranks that go on trade,
-// over this group's own connections (engine/shrink_exchange.hpp), the
+// over this group's own connections (engine/member_exchange.hpp), the
 // channel each opened for the smaller group and the ranks each excludes;
 // then each builds the smaller group from what this group's setup found
 // about them (addresses, hosts, processes). No store is involved, so a
@@ -16,7 +16,7 @@
 #include "backend/errors.hpp"
 #include "backend/group_setup.hpp"
 #include "common/logging.hpp"
-#include "engine/shrink_exchange.hpp"
+#include "engine/member_exchange.hpp"
 
 namespace ucxcoll {
 
@@ -39,7 +39,7 @@ c10::intrusive_ptr<c10d::Backend> UcxBackend::shrink(const std::vector<int64_t>&
     excluded.push_back(static_cast<int>(rank));
   }
   std::sort(excluded.begin(), excluded.end());
-  const std::string call = "ucxcoll: shrink(ranks_to_exclude=" + ShrinkExchange::formatRanks(excluded) + ")";
+  const std::string call = "ucxcoll: shrink(ranks_to_exclude=" + MemberExchange::formatRanks(excluded) + ")";
   TORCH_CHECK_VALUE(!excluded.empty(), call, ": no rank to exclude");
   TORCH_CHECK_VALUE(std::adjacent_find(excluded.begin(), excluded.end()) == excluded.end(), call,
                     ": a rank is given twice");
@@ -59,7 +59,6 @@ c10::intrusive_ptr<c10d::Backend> UcxBackend::shrink(const std::vector<int64_t>&
     membership = membership_;
     round = shrinks_++;
   }
-  engine_->destroyRetired();
   if (shrinkFlags == kShrinkAbort) {
     // Whatever waits on this group (for the rank that died, say) ends now;
     // the group's connections stay for the exchange.
@@ -67,42 +66,23 @@ c10::intrusive_ptr<c10d::Backend> UcxBackend::shrink(const std::vector<int64_t>&
   }
   const std::chrono::milliseconds timeout = optsOverride ? optsOverride->timeout : timeout_.load();
 
-  std::vector<int> survivors;
+  NewGroupTerms terms = NewGroupTerms::shrink(size_, excluded, round);
+  const std::vector<int> survivors = terms.members;
   std::vector<uint64_t> globalRanks;
-  for (int rank = 0; rank < size_; ++rank) {
-    if (!std::binary_search(excluded.begin(), excluded.end(), rank)) {
-      survivors.push_back(rank);
-      globalRanks.push_back(globalRank(rank));
-    }
+  for (int rank : survivors) {
+    globalRanks.push_back(globalRank(rank));
   }
   const int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), rank_) - survivors.begin());
-
-  const uint32_t channel = engine_->openChannel();
-  auto channels = std::make_shared<std::vector<uint32_t>>();
-  try {
-    auto exchange = std::make_unique<ShrinkExchange>(parent, excluded, round, channel, timeout, channels);
-    auto completion = exchange->sharedCompletion();
-    (void)engine_->submit(
-        std::make_unique<ShrinkNotice>(parent, excluded, exchange->offer(), exchange->round(), timeout));
-    {
-      Engine::Lease lease = engine_->submit(std::move(exchange), true);
-      if (lease) {
-        lease.driveUntil(*completion);
-      }
-    }
-    engine_->wait(*completion);
-    if (std::exception_ptr error = completion->error()) {
-      std::rethrow_exception(error);
-    }
-  } catch (const std::exception& error) {
-    engine_->releaseChannel(channel);
-    std::rethrow_exception(backendError(std::string("ucxcoll: ") + error.what()));
-  }
+  // The excluded ranks that are alive hear the offer too: one that shrinks
+  // by another list raises at once.
+  TradedChannels traded = tradeChannels(std::move(terms), timeout, [&](const MemberExchange& exchange) {
+    return std::make_unique<ShrinkNotice>(parent, excluded, exchange.offer(), exchange.tagValue(), timeout);
+  });
 
   std::string name =
       optsOverride && !optsOverride->group_name.empty() ? optsOverride->group_name : groupName_ + ":shrunk";
-  ShrunkGroup shrunk{std::make_shared<const GroupRendezvous>(narrowRendezvous(*membership, survivors, *channels)),
-                     newRank, channel};
+  NarrowedGroup shrunk{std::make_shared<const GroupRendezvous>(narrowRendezvous(*membership, survivors, traded.byRank)),
+                       newRank, traded.channel, nullptr};
   c10::intrusive_ptr<UcxBackend> child;
   try {
     child = c10::make_intrusive<UcxBackend>(*this, std::move(shrunk), timeout, std::move(name), std::move(globalRanks));
@@ -112,7 +92,7 @@ c10::intrusive_ptr<c10d::Backend> UcxBackend::shrink(const std::vector<int64_t>&
   if (optsOverride) {
     child->options_->group_desc = optsOverride->group_desc;
   }
-  UCXCOLL_INFO("group \"" << groupName_ << "\" shrunk without ranks " << ShrinkExchange::formatRanks(excluded)
+  UCXCOLL_INFO("group \"" << groupName_ << "\" shrunk without ranks " << MemberExchange::formatRanks(excluded)
                           << ": rank " << newRank << " of " << survivors.size());
   return child;
 }

@@ -31,7 +31,8 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   try {
     validateConfig();
   } catch (const std::invalid_argument& invalid) {
-    publishSetupFailure(store, rank, size, invalid.what());
+    TorchStore setupStore(store);
+    publishSetupFailure(setupStore, rank, size, invalid.what());
     TORCH_CHECK_VALUE(false, "ucxcoll: ", invalid.what());
   }
   try {
@@ -43,7 +44,8 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
     } catch (const std::exception& error) {
       // Before this rank joined the rendezvous: its peers would wait for
       // it until the store's timeout; they raise at once instead.
-      publishSetupFailure(store, rank, size, error.what());
+      TorchStore setupStore(store);
+      publishSetupFailure(setupStore, rank, size, error.what());
       throw;
     }
     group_ = setUpGroup(store, rank, size, membership_);
@@ -62,34 +64,35 @@ UcxBackend::UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank << " of " << size);
 }
 
-UcxBackend::UcxBackend(const UcxBackend& parent, ShrunkGroup shrunk, std::chrono::milliseconds timeout,
+UcxBackend::UcxBackend(const UcxBackend& parent, NarrowedGroup narrowed, std::chrono::milliseconds timeout,
                        std::string groupName, std::vector<uint64_t> globalRanks)
-    : c10d::Backend(shrunk.rank, static_cast<int>(shrunk.membership->addresses.size())),
+    : c10d::Backend(narrowed.rank, static_cast<int>(narrowed.membership->addresses.size())),
       groupName_(std::move(groupName)),
       options_(c10::make_intrusive<Options>("ucxcoll", timeout)),
       timeout_(timeout),
       engine_(parent.engine_),
-      store_(parent.store_) {
+      store_(narrowed.store ? narrowed.store : parent.store_) {
   options_->group_name = groupName_;
   options_->global_ranks_in_group = std::move(globalRanks);
   try {
-    group_ = connectGroup(*shrunk.membership, shrunk.rank, shrunk.channel);
+    group_ = connectGroup(*narrowed.membership, narrowed.rank, narrowed.channel);
   } catch (...) {
-    engine_->releaseChannel(shrunk.channel);
+    engine_->releaseChannel(narrowed.channel);
     throw;
   }
-  membership_ = std::move(shrunk.membership);
+  membership_ = std::move(narrowed.membership);
   reconfigureHandle_ = newReconfigureHandle(globalRank(rank_));
   UCXCOLL_INFO("group \"" << groupName_ << "\" (channel " << group_->channel() << "): rank " << rank_ << " of " << size_
-                          << ", shrunk from group \"" << parent.groupName_ << "\"");
+                          << ", made from the ranks of group \"" << parent.groupName_ << "\"");
 }
 
 std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                               std::shared_ptr<const GroupRendezvous>& membership) {
   uint32_t channel = engine_->openChannel();
   try {
+    TorchStore setupStore(store);
     auto peers = std::make_shared<const GroupRendezvous>(
-        rendezvous(store, rank, size, engine_->address(), channel, engine_->networkInterfaces()));
+        rendezvous(setupStore, rank, size, engine_->address(), channel, engine_->networkInterfaces()));
     std::shared_ptr<Group> group = connectGroup(*peers, rank, channel);
     membership = std::move(peers);
     return group;
@@ -124,32 +127,6 @@ std::shared_ptr<Group> UcxBackend::connectGroup(const GroupRendezvous& peers, in
 void UcxBackend::setTimeout(std::chrono::milliseconds timeout) {
   timeout_ = timeout;
   options_->timeout = timeout;
-}
-
-c10::intrusive_ptr<c10d::Backend> UcxBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
-                                                    const std::vector<int>& ranks,
-                                                    const c10::intrusive_ptr<Options>& opts) {
-  auto me = std::find(ranks.begin(), ranks.end(), rank_);
-  if (me == ranks.end()) {
-    return nullptr;
-  }
-  std::vector<uint64_t> globalRanks;
-  for (int rank : ranks) {
-    TORCH_CHECK_VALUE(rank >= 0 && rank < size_, "ucxcoll: split: rank ", rank, " is not in this group of ", size_,
-                      " ranks");
-    globalRanks.push_back(globalRank(rank));
-  }
-  const std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_.load();
-  std::string name = opts && !opts->group_name.empty() ? opts->group_name : groupName_ + ":split";
-  // The caller's store may share the parent's connection; group setup
-  // blocks on it, so it gets its own.
-  auto child =
-      c10::make_intrusive<UcxBackend>(store->clone(), static_cast<int>(me - ranks.begin()),
-                                      static_cast<int>(ranks.size()), timeout, std::move(name), std::move(globalRanks));
-  if (opts) {
-    child->options_->group_desc = opts->group_desc;
-  }
-  return child;
 }
 
 UcxBackend::~UcxBackend() {

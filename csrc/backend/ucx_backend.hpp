@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "collectives/collective.hpp"
 #include "collectives/point_to_point.hpp"
 #include "engine/engine.hpp"
+#include "engine/member_exchange.hpp"
 
 namespace ucxcoll {
 
@@ -55,15 +57,18 @@ class UcxBackend : public c10d::Backend {
   // this is the default group, or they are not known).
   UcxBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
              std::string groupName, std::vector<uint64_t> globalRanks = {});
-  // A group of `parent`'s ranks that shrink() agreed on: `membership`
-  // (narrowed from the parent's) says how to reach them; `channel` is
-  // this process's, opened by the caller and owned by this group from now.
-  struct ShrunkGroup {
+  // A group of `parent`'s ranks that its members agreed on over the
+  // parent's connections (shrink, split, new_group: subgroups.cpp):
+  // `membership` (narrowed from the parent's) says how to reach them;
+  // `channel` is this process's, opened by the caller and owned by this
+  // group from now; `store` is the new group's (null: the parent's).
+  struct NarrowedGroup {
     std::shared_ptr<const GroupRendezvous> membership;
     int rank = 0;
     uint32_t channel = 0;
+    c10::intrusive_ptr<c10d::Store> store;
   };
-  UcxBackend(const UcxBackend& parent, ShrunkGroup shrunk, std::chrono::milliseconds timeout, std::string groupName,
+  UcxBackend(const UcxBackend& parent, NarrowedGroup narrowed, std::chrono::milliseconds timeout, std::string groupName,
              std::vector<uint64_t> globalRanks);
   ~UcxBackend() override;
 
@@ -150,12 +155,27 @@ class UcxBackend : public c10d::Backend {
   uint64_t getSequenceNumberForGroup() override { return group()->issued(); }
   void setTimeout(std::chrono::milliseconds timeout) override;
 
-  // ---- Subgroups and options (ucx_backend.cpp) ----------------------------
+  // ---- Subgroups and options (subgroups.cpp) -----------------------------
   bool supportsSplitting() const override { return true; }
-  // A backend for `ranks` (ranks of this group, in their new order) over
-  // `store` (already namespaced by the caller); null on ranks not in it.
+  // A backend for `ranks` (ranks of this group, in their new order),
+  // agreed over this group's connections (makeSubgroup); null on ranks not
+  // in it. `store` (already namespaced by the caller) is kept for what the
+  // new group may later set up through a store (reconfigure).
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+  // The group of this group's `ranks` (in the new group's order; this rank
+  // among them), named `name`: every member trades its channel for it with
+  // the others over this group's connections (engine/member_exchange.hpp),
+  // and the new group reaches them as this one does. No store operation;
+  // members that pass other ranks, another order or another name raise.
+  // split_group comes here, and new_group when the default group is
+  // ucxcoll (python/module.cpp).
+  c10::intrusive_ptr<UcxBackend> makeSubgroup(const std::vector<int>& ranks, std::string name,
+                                              std::chrono::milliseconds timeout,
+                                              const c10::intrusive_ptr<c10d::Store>& store);
+  // The ranks of this group of the default group's `globalRanks`, or
+  // nothing if one of them is not in it.
+  std::optional<std::vector<int>> ranksOf(const std::vector<uint64_t>& globalRanks) const;
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
 
 #ifdef UCXCOLL_TORCH_HAS_SHRINK
@@ -276,6 +296,17 @@ class UcxBackend : public c10d::Backend {
   std::shared_ptr<Group> group() const;
   // The default group's rank of this group's rank `rank`.
   uint64_t globalRank(int rank) const;
+  // Opens a channel for a new group of this one's ranks and trades it with
+  // the other members (MemberExchange over this group, even a failed
+  // one); `companion` (may be null) is submitted beside it (shrink's
+  // notice to the excluded). The channel, and every member's by this
+  // group's rank; raises DistBackendError for a failed exchange.
+  struct TradedChannels {
+    uint32_t channel = 0;
+    std::vector<uint32_t> byRank;
+  };
+  TradedChannels tradeChannels(NewGroupTerms terms, std::chrono::milliseconds timeout,
+                               const std::function<std::unique_ptr<Operation>(const MemberExchange&)>& companion);
 
   std::string groupName_;
   c10::intrusive_ptr<Options> options_;  // what getBackendOptions() returns

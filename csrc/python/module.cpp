@@ -6,6 +6,9 @@
 
 #include <ucp/api/ucp.h>
 
+#include <optional>
+#include <vector>
+
 #include "backend/device_router.hpp"
 #include "backend/future_completer.hpp"
 #include "backend/ucx_backend.hpp"
@@ -39,17 +42,24 @@ c10::intrusive_ptr<c10d::Backend> makeGpuBackend(const ucxcoll::GpuGroupSpec& sp
   }
 }
 
-c10::intrusive_ptr<c10d::Backend> createBackend(const c10d::DistributedBackendOptions& options) {
+// `parent`: the default group's backend when it is ucxcoll (else null):
+// a group whose ranks are all in it is made from its connections, without
+// the store (UcxBackend::makeSubgroup).
+c10::intrusive_ptr<c10d::Backend> createBackend(const c10d::DistributedBackendOptions& options,
+                                                ucxcoll::DeviceRouter* parent) {
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
-  auto cpu = c10::make_intrusive<ucxcoll::UcxBackend>(options.store, options.group_rank, options.group_size, timeout,
-                                                      options.group_id);
-  ucxcoll::GpuGroupSpec spec{
-      options.store,
-      options.group_rank,
-      options.group_size,
-      timeout,
-      options.group_id,
-      std::vector<uint64_t>(options.global_ranks_in_group.begin(), options.global_ranks_in_group.end())};
+  std::vector<uint64_t> globalRanks(options.global_ranks_in_group.begin(), options.global_ranks_in_group.end());
+  const std::optional<std::vector<int>> parentRanks =
+      parent != nullptr && !globalRanks.empty() ? parent->cpuBackend().ranksOf(globalRanks) : std::nullopt;
+  c10::intrusive_ptr<ucxcoll::UcxBackend> cpu;
+  if (parentRanks) {
+    cpu = parent->cpuBackend().makeSubgroup(*parentRanks, options.group_id, timeout, options.store);
+  } else {
+    cpu = c10::make_intrusive<ucxcoll::UcxBackend>(options.store, options.group_rank, options.group_size, timeout,
+                                                   options.group_id, globalRanks);
+  }
+  ucxcoll::GpuGroupSpec spec{options.store, options.group_rank, options.group_size,
+                             timeout,       options.group_id,   std::move(globalRanks)};
   return c10::make_intrusive<ucxcoll::DeviceRouter>(std::move(cpu), makeGpuBackend, std::move(spec));
 }
 
@@ -85,8 +95,17 @@ PYBIND11_MODULE(_C, m) {
           "perform_nocolor_split", [](ucxcoll::DeviceRouter&, const at::Device&) {},
           "Called by torch on ranks outside a new group when the default group has a bound device. ucxcoll never "
           "makes a group's NCCL communicator by splitting its parent's, so there is nothing to take part in.");
-  m.def("create_backend", &createBackend, py::arg("dist_backend_options"), py::call_guard<py::gil_scoped_release>(),
-        "Create the backend for one process group (called by torch.distributed).");
+  m.def(
+      "create_backend",
+      [](const c10d::DistributedBackendOptions& options, py::object parent) {
+        ucxcoll::DeviceRouter* router = parent.is_none() ? nullptr : parent.cast<ucxcoll::DeviceRouter*>();
+        // The caller's reference keeps `parent` alive while this runs.
+        py::gil_scoped_release released;
+        return createBackend(options, router);
+      },
+      py::arg("dist_backend_options"), py::arg("parent") = py::none(),
+      "Create the backend for one process group (called by torch.distributed); parent: the default group's "
+      "UcxcollBackend, whose connections a group of its ranks is then made from.");
   m.def("ucx_version", &ucxVersion, "Version of the UCX library loaded at run time.");
   m.def("_stop_progress_thread", &stopProgressThreadAtExit, py::call_guard<py::gil_scoped_release>(),
         "Python atexit: let pending collectives finish (UCXCOLL_EXIT_GRACE_MS), then stop the progress thread.");

@@ -283,10 +283,14 @@ inline constexpr uint64_t kLeftNoticeFromSenderMask =
     kChannelFieldsMask | (uint64_t{kMaxPurpose & ~3u} << kPurposeShift) | ((uint64_t{1} << kSenderBits) - 1);
 // Kind, channel and the purpose's upper bits: a left notice from any rank.
 inline constexpr uint64_t kLeftNoticeMask = kChannelFieldsMask | (uint64_t{kMaxPurpose & ~3u} << kPurposeShift);
-// A shrink (engine/shrink_exchange.hpp): a rank that goes on tells the
+// A shrink (engine/member_exchange.hpp): a rank that goes on tells the
 // others its channel for the smaller group and the ranks it excludes;
 // value: the round (how many shrinks of the group came before).
 inline constexpr uint32_t kShrinkOffer = 12;
+// A subgroup made from the group's ranks (split, new_group), likewise;
+// value: 26 bits of a hash of the new group's name. In a block of four
+// of its own, as every purpose that masks may someday group.
+inline constexpr uint32_t kSubgroupOffer = 16;
 constexpr uint32_t purposeOf(uint64_t internalTag) {
   return static_cast<uint32_t>((internalTag >> kPurposeShift) & kMaxPurpose);
 }

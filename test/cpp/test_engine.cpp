@@ -21,8 +21,8 @@
 
 #include "cluster.hpp"
 #include "common/error.hpp"
+#include "engine/member_exchange.hpp"
 #include "engine/peer_watch.hpp"
-#include "engine/shrink_exchange.hpp"
 
 using namespace ucxcoll;
 using namespace ucxcoll::testing;
@@ -659,7 +659,8 @@ TEST_CASE(
   std::vector<std::shared_ptr<std::vector<uint32_t>>> channels;
   auto exchange = [&](int rank, std::vector<int> excluded) {
     channels.push_back(std::make_shared<std::vector<uint32_t>>());
-    auto op = std::make_unique<ShrinkExchange>(group[rank], excluded, 0, 100 + rank, 60s, channels.back());
+    auto op = std::make_unique<MemberExchange>(group[rank], NewGroupTerms::shrink(4, excluded, 0), 100 + rank, 60s,
+                                               channels.back());
     std::string name = op->name();
     auto completion = op->sharedCompletion();
     // What shrink() sends the ranks it excludes (ShrinkNotice).
@@ -707,6 +708,67 @@ TEST_CASE(
                            std::to_string(rank) + " of 4, timeout 60000 ms): " + theirs[r] +
                            " where this rank excludes " + mine[r] +
                            "; every rank that goes on must pass the same ranks_to_exclude");
+    }
+  }
+  CHECK(Clock::now() - started < 30s);  // at once, not at the deadline
+}
+
+TEST_CASE(
+    "engine: subgroups made from a group's ranks trade channels over it, two at once; members that disagree "
+    "about the ranks or their order all raise",
+    "[engine][errors]") {
+  Cluster cluster(4, Wire::Loopback);
+  auto group = cluster.makeGroup("g");
+  std::vector<std::shared_ptr<std::vector<uint32_t>>> channels(4);
+  auto exchange = [&](int rank, std::vector<int> members, std::string name) {
+    const auto r = static_cast<std::size_t>(rank);
+    channels[r] = std::make_shared<std::vector<uint32_t>>();
+    auto op = std::make_unique<MemberExchange>(group[r], NewGroupTerms::subgroup(std::move(members), std::move(name)),
+                                               200 + rank, 60s, channels[r]);
+    std::string opName = op->name();
+    auto completion = op->sharedCompletion();
+    [[maybe_unused]] Engine::Lease none = cluster.engine(rank).submit(std::move(op));
+    return Submitted(cluster.engine(rank), completion, opName);
+  };
+  const auto started = Clock::now();
+  SECTION("two subgroups at once, each member learns its members' channels") {
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 4; ++rank) {
+      runs.push_back(rank % 2 == 0 ? exchange(rank, {0, 2}, "even") : exchange(rank, {3, 1}, "odd"));
+    }
+    for (int rank = 0; rank < 4; ++rank) {
+      runs[static_cast<std::size_t>(rank)].wait();
+      CHECK(*channels[static_cast<std::size_t>(rank)] ==
+            (rank % 2 == 0 ? std::vector<uint32_t>{200, 0, 202, 0} : std::vector<uint32_t>{0, 201, 0, 203}));
+    }
+  }
+  SECTION("ranks that differ: every member that hears it raises, naming both lists") {
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 3; ++rank) {
+      runs.push_back(exchange(rank, rank == 2 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1, 2}, "s"));
+    }
+    const char* mine[] = {"[0, 1, 2]", "[0, 1, 2]", "[0, 1, 2, 3]"};
+    const char* theirs[] = {"rank 2 makes it of ranks [0, 1, 2, 3]", "rank 2 makes it of ranks [0, 1, 2, 3]",
+                            "rank 0 makes it of ranks [0, 1, 2]"};
+    for (int rank = 0; rank < 3; ++rank) {
+      const auto r = static_cast<std::size_t>(rank);
+      const std::string message = messageOf<MismatchError>([&] { runs[r].wait(); });
+      CHECK(message == std::string("making group \"s\" of ranks ") + mine[r] + " on group \"g\" (rank " +
+                           std::to_string(rank) + " of 4, timeout 60000 ms): " + theirs[r] +
+                           " where this rank makes it of " + mine[r] + "; every member must pass the same ranks");
+    }
+  }
+  SECTION("the same ranks in another order: every member raises") {
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 2; ++rank) {
+      runs.push_back(exchange(rank, rank == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}, "s"));
+    }
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string message = messageOf<MismatchError>([&] { runs[static_cast<std::size_t>(rank)].wait(); });
+      CHECK_THAT(message, Catch::Matchers::EndsWith(
+                              ": rank " + std::to_string(1 - rank) +
+                              " makes a group of the same ranks but names it otherwise or orders its ranks otherwise; "
+                              "every member must make the same groups in the same order"));
     }
   }
   CHECK(Clock::now() - started < 30s);  // at once, not at the deadline

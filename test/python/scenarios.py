@@ -962,7 +962,43 @@ def soak_member(rank: int, world: int, victim_at: int, store_path: str) -> None:
     soak_cycle(rank, world, store_path, victim_at if victim_at >= 0 else None)
 
 
-SCENARIOS = {"leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "shrink": shrink, "shrink_victim": shrink_victim, "shrink_disagreement": shrink_disagreement, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
+def store_operations(rank: int, world: int, port: int, workdir: str) -> None:
+    """How many store operations on its own keys ucxcoll makes per rank:
+    for init_process_group, a new_group of half the ranks, and a 2-D
+    DeviceMesh (a subgroup per row and per column). Each group's
+    all_reduce is checked, so the groups work."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
+    from counting_store import CountingStore
+
+    tcp = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0, timeout=timedelta(seconds=120))
+    store = CountingStore(tcp, key_part="ucxcoll/")
+    started = time.monotonic()
+    dist.init_process_group("ucxcoll", store=store, rank=rank, world_size=world)
+    init_seconds = time.monotonic() - started
+    total = torch.ones(1)
+    dist.all_reduce(total)
+    store.phase = "new_group"
+    half = list(range(world // 2))
+    group = dist.new_group(half)
+    sums = {"world": total.item()}
+    if rank in half:
+        part = torch.full((1,), float(rank))
+        dist.all_reduce(part, group=group)
+        sums["new_group"] = part.item()
+    store.phase = "device_mesh"
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
+    for dim in ("replicate", "shard"):
+        value = torch.full((1,), float(rank))
+        dist.all_reduce(value, group=mesh.get_group(dim))
+        sums[dim] = value.item()
+    store.phase = "after"
+    dist.destroy_process_group()
+    report(counts=store.counts, sums=sums, init_seconds=init_seconds)
+
+
+SCENARIOS = {"store_operations": store_operations, "leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "shrink": shrink, "shrink_victim": shrink_victim, "shrink_disagreement": shrink_disagreement, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

@@ -691,3 +691,27 @@ def test_ranks_whose_algorithm_settings_differ_all_raise_at_init(setting, defaul
         else:
             assert error.endswith(common + f"rank 1 has {name}={value} where this rank has {default}"), (
                 f"rank {rank}: {error}")
+
+
+@pytest.mark.parametrize("world", [2, 4, 8, 16])
+def test_store_operations_per_rank_do_not_grow_with_the_group(world):
+    """init_process_group costs each rank at most 8 operations on ucxcoll's
+    store keys (a join counter, up to 4 children's parts of the address
+    table, its own part, the whole table, the job key), whatever the
+    size; a new_group and a 2-D DeviceMesh cost none: their members agree
+    over the default group's connections. Every group's all_reduce is
+    checked."""
+    reports = run_scenario("store_operations", world=world, timeout=240)
+    half = world // 2
+    for rank, report in enumerate(reports):
+        counts = report["counts"]
+        assert 3 <= counts["init"] <= 8, (rank, counts)
+        assert set(counts) == {"init"}, (rank, counts)  # nothing for new_group or the mesh
+        sums = report["sums"]
+        assert sums["world"] == world
+        if rank < half:
+            assert sums["new_group"] == sum(range(half))
+        # The mesh is 2 x world/2: "replicate" pairs rank r with r +- world/2,
+        # "shard" is r's half.
+        assert sums["replicate"] == rank % half + rank % half + half
+        assert sums["shard"] == sum(range(half)) + (half * half if rank >= half else 0)

@@ -53,7 +53,24 @@ def _create_backend(dist_backend_options, backend_options):
         process_group=weakref.ref(group) if group is not None else (lambda: None),
         enable_reconfigure=bool(getattr(dist_backend_options, "enable_reconfigure", False)),
     )
-    return _C.create_backend(dist_backend_options)
+    return _C.create_backend(dist_backend_options, _default_group_backend(_C))
+
+
+def _default_group_backend(_C):
+    """The default group's ucxcoll backend, or None (no default group yet,
+    or another backend runs its CPU tensors). A new group whose ranks are
+    all in it is made from its connections: its members trade a channel
+    each over UCX and touch no store."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return None  # this is the default group being made
+    try:
+        backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    except (RuntimeError, ValueError):
+        return None
+    return backend if isinstance(backend, _C.UcxcollBackend) else None
 
 
 def _nccl_options_type():

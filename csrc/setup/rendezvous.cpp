@@ -1,0 +1,350 @@
+#include "setup/rendezvous.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "common/config.hpp"
+#include "common/cores.hpp"
+#include "common/logging.hpp"
+
+namespace ucxcoll {
+namespace {
+
+std::string hostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Ranks whose processes run under one kernel share its boot id: the
+// machine (or VM) whose cores they share. The hostname stands in where the
+// boot id cannot be read.
+std::string hostIdentity() {
+  std::ifstream bootId("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (std::getline(bootId, id) && !id.empty()) {
+    return id;
+  }
+  return hostName();
+}
+
+void putUint(std::vector<uint8_t>& out, uint32_t value, int bytes) {
+  for (int byte = 0; byte < bytes; ++byte) {
+    out.push_back(static_cast<uint8_t>(value >> (8 * byte)));
+  }
+}
+
+uint32_t getUint(const std::vector<uint8_t>& in, std::size_t at, int bytes) {
+  uint32_t value = 0;
+  for (int byte = 0; byte < bytes; ++byte) {
+    value |= static_cast<uint32_t>(in.at(at + static_cast<std::size_t>(byte))) << (8 * byte);
+  }
+  return value;
+}
+
+// The first 4 bytes of an entry that says why its rank cannot take part,
+// where a real one has its channel number.
+constexpr uint32_t kRefusalMark = 0xFFFFFFFFu;
+
+// Every rank that refuses, or reads a refusal, counts itself under this
+// key, and each waits (boundedly) until all ranks have: the process that
+// holds the store (rank 0's, under init_process_group) would otherwise
+// raise, exit and take the store along while a peer still reads the
+// refusal, which that peer then never sees ("Failed to recv, got 0 bytes"
+// instead). A store that goes away meanwhile ends the wait: the refusal
+// was read.
+constexpr auto kRefusalReadBound = std::chrono::seconds(2);
+
+void countAndAwaitRefusalReaders(KeyValueStore& store, const std::string& prefix, int size) {
+  const std::string key = prefix + "refusal_known";
+  const auto giveUp = std::chrono::steady_clock::now() + kRefusalReadBound;
+  try {
+    int64_t increment = 1;
+    while (store.add(key, increment) < size && std::chrono::steady_clock::now() < giveUp) {
+      increment = 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (const std::exception& error) {
+    UCXCOLL_DEBUG("stopped waiting for the group's ranks to read a refusal: " << error.what());
+  }
+}
+
+// The keys of this incarnation of the group. A store can outlive a group
+// (torchrun's agent store survives destroy_process_group +
+// init_process_group), so keys from an earlier incarnation of the same
+// group name may still be there. Every rank bumps a join counter once;
+// ranks of the same incarnation get the same quotient.
+std::string incarnationPrefix(KeyValueStore& store, int size) {
+  int64_t joined = store.add("ucxcoll/joined", 1);
+  return "ucxcoll/" + std::to_string((joined - 1) / size) + "/";
+}
+
+// The tree: rank r's children are r*F+1 .. r*F+F; rank 0 is the root.
+std::vector<int> treeChildren(int rank, int size) {
+  std::vector<int> children;
+  for (int child = rank * kRendezvousFanOut + 1; child <= rank * kRendezvousFanOut + kRendezvousFanOut && child < size;
+       ++child) {
+    children.push_back(child);
+  }
+  return children;
+}
+
+// A part of the table: records of (rank: 4 bytes, length: 4 bytes, entry).
+void appendRecord(std::vector<uint8_t>& part, int rank, const std::vector<uint8_t>& entry) {
+  putUint(part, static_cast<uint32_t>(rank), 4);
+  putUint(part, static_cast<uint32_t>(entry.size()), 4);
+  part.insert(part.end(), entry.begin(), entry.end());
+}
+
+std::string partKey(const std::string& prefix, int rank) {
+  return rank == 0 ? prefix + "table" : prefix + "part/" + std::to_string(rank);
+}
+
+// Publishes this rank's part of the table: its entry and its subtree's
+// (each child's part, once published), and returns it. A refusal does not
+// wait for its subtree: the table it ends up in makes every rank raise
+// anyway.
+std::vector<uint8_t> publishPart(KeyValueStore& store, const std::string& prefix, int rank, int size,
+                                 const std::vector<uint8_t>& entry, bool withSubtree) {
+  std::vector<uint8_t> part;
+  appendRecord(part, rank, entry);
+  if (withSubtree) {
+    for (int child : treeChildren(rank, size)) {
+      const std::vector<uint8_t> childPart = store.get(partKey(prefix, child));
+      part.insert(part.end(), childPart.begin(), childPart.end());
+    }
+  }
+  store.set(partKey(prefix, rank), part);
+  return part;
+}
+
+// Every rank's entry, by rank, from the whole table (absent only where a
+// refusal cut a subtree off).
+std::vector<std::optional<std::vector<uint8_t>>> splitTable(const std::vector<uint8_t>& table, int size) {
+  std::vector<std::optional<std::vector<uint8_t>>> entries(static_cast<std::size_t>(size));
+  std::size_t at = 0;
+  while (at < table.size()) {
+    if (table.size() < at + 8) {
+      throw std::runtime_error("malformed rendezvous table (a record is cut short)");
+    }
+    const uint32_t rank = getUint(table, at, 4);
+    const std::size_t length = getUint(table, at + 4, 4);
+    if (rank >= static_cast<uint32_t>(size) || entries[rank] || table.size() < at + 8 + length) {
+      throw std::runtime_error("malformed rendezvous table (record of rank " + std::to_string(rank) + ")");
+    }
+    entries[rank].emplace(table.begin() + static_cast<long>(at + 8),
+                          table.begin() + static_cast<long>(at + 8 + length));
+    at += 8 + length;
+  }
+  return entries;
+}
+
+}  // namespace
+
+void publishSetupFailure(KeyValueStore& store, int rank, int size, const std::string& why) {
+  try {
+    std::vector<uint8_t> entry;
+    putUint(entry, kRefusalMark, 4);
+    const std::string name = hostName();
+    putUint(entry, static_cast<uint32_t>(name.size()), 2);
+    entry.insert(entry.end(), name.begin(), name.end());
+    entry.insert(entry.end(), why.begin(), why.end());
+    const std::string prefix = incarnationPrefix(store, size);
+    (void)publishPart(store, prefix, rank, size, entry, false);
+    countAndAwaitRefusalReaders(store, prefix, size);
+  } catch (const std::exception& error) {
+    UCXCOLL_DEBUG("could not tell the group's other ranks why this one cannot take part: " << error.what());
+  }
+}
+
+GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::vector<uint8_t>& myAddress,
+                           uint32_t myChannel, const std::string& myNetworkInterfaces) {
+  const std::string prefix = incarnationPrefix(store, size);
+
+  // Entry: the channel (4 bytes, little-endian); the host identity, the
+  // pid namespace identity, the group-wide settings, the hostname and the
+  // network devices in use (each a 2-byte length and the bytes; the last
+  // two for errors);
+  // the pid (4 bytes), its start time (8) and the cores it may use (4);
+  // then the worker address.
+  const std::string host = hostIdentity();
+  const std::string pidNamespace = pidNamespaceIdentity();
+  const std::string settings = groupWideSettings(config());
+  const std::string name = hostName();
+  const ProcessIdentity me = thisProcess();
+  std::vector<uint8_t> mine;
+  putUint(mine, myChannel, 4);
+  for (const std::string* text : {&host, &pidNamespace, &settings, &name, &myNetworkInterfaces}) {
+    putUint(mine, static_cast<uint32_t>(text->size()), 2);
+    mine.insert(mine.end(), text->begin(), text->end());
+  }
+  putUint(mine, static_cast<uint32_t>(me.pid), 4);
+  putUint(mine, static_cast<uint32_t>(me.startTime), 4);
+  putUint(mine, static_cast<uint32_t>(me.startTime >> 32), 4);
+  putUint(mine, static_cast<uint32_t>(usableCores()), 4);
+  mine.insert(mine.end(), myAddress.begin(), myAddress.end());
+
+  std::vector<uint8_t> part = publishPart(store, prefix, rank, size, mine, true);
+  const auto entries = splitTable(rank == 0 ? part : store.get(partKey(prefix, 0)), size);
+
+  // A refusal first, wherever it is: the ranks it cut off are missing.
+  for (int peer = 0; peer < size; ++peer) {
+    const auto& value = entries[static_cast<std::size_t>(peer)];
+    if (value && value->size() >= 6 && getUint(*value, 0, 4) == kRefusalMark) {
+      const std::size_t nameLength = getUint(*value, 4, 2);
+      if (value->size() < 6 + nameLength) {
+        throw std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer));
+      }
+      const std::string refuserHost(value->begin() + 6, value->begin() + static_cast<long>(6 + nameLength));
+      const std::string why(value->begin() + static_cast<long>(6 + nameLength), value->end());
+      countAndAwaitRefusalReaders(store, prefix, size);
+      throw std::runtime_error("rank " + std::to_string(peer) + " (on " + refuserHost + ") cannot take part: " + why);
+    }
+  }
+
+  GroupRendezvous result;
+  result.ranksOnThisHost = 0;
+  std::string settingsThatDiffer;
+  int ranksThatDiffer = 0;
+  struct HostLoad {
+    uint32_t ranks = 0;
+    uint32_t cores = UINT32_MAX;  // the fewest any of its ranks may use
+  };
+  std::map<std::string, HostLoad> hostLoads;  // by host identity
+  std::map<std::string, int> hostNumbers;     // by host identity, in the order of first ranks
+  for (int peer = 0; peer < size; ++peer) {
+    auto malformed = [&] { return std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer)); };
+    if (!entries[static_cast<std::size_t>(peer)]) {
+      throw std::runtime_error("the rendezvous table has no entry for rank " + std::to_string(peer));
+    }
+    const std::vector<uint8_t>& value = *entries[static_cast<std::size_t>(peer)];
+    std::size_t at = 4;
+    auto text = [&] {
+      if (value.size() < at + 2 || value.size() < at + 2 + getUint(value, at, 2)) {
+        throw malformed();
+      }
+      const std::size_t length = getUint(value, at, 2);
+      std::string read(value.begin() + static_cast<long>(at + 2), value.begin() + static_cast<long>(at + 2 + length));
+      at += 2 + length;
+      return read;
+    };
+    const std::string peerHost = text();
+    const std::string peerPidNamespace = text();
+    // Equal strings (the usual case) need no parsing: at n ranks every
+    // rank compares n entries.
+    const std::string peerSettings = text();
+    if (const auto differences =
+            peerSettings == settings ? std::vector<std::string>{} : settingDifferences(settings, peerSettings);
+        !differences.empty()) {
+      if (++ranksThatDiffer <= 3) {
+        settingsThatDiffer += (settingsThatDiffer.empty() ? "" : "; ") + std::string("rank ") + std::to_string(peer) +
+                              " has " + differences.front();
+        for (std::size_t i = 1; i < differences.size(); ++i) {
+          settingsThatDiffer += ", " + differences[i];
+        }
+      }
+    }
+    result.hostNames.push_back(text());
+    result.networkInterfaces.push_back(text());
+    if (value.size() < at + 16) {
+      throw malformed();
+    }
+    ProcessIdentity process{static_cast<pid_t>(getUint(value, at, 4)),
+                            getUint(value, at + 4, 4) | (uint64_t{getUint(value, at + 8, 4)} << 32)};
+    result.hosts.push_back(hostNumbers.emplace(peerHost, static_cast<int>(hostNumbers.size())).first->second);
+    HostLoad& load = hostLoads[peerHost];
+    ++load.ranks;
+    load.cores = std::min(load.cores, getUint(value, at + 12, 4));
+    at += 16;
+    result.channels.push_back(getUint(value, 0, 4));
+    const bool sameHost = peer == rank || (peerHost == host && !config().peersOnOtherHosts);
+    if (sameHost) {
+      ++result.ranksOnThisHost;
+    }
+    result.onOtherHost.push_back(!sameHost);
+    const bool watchable = sameHost && !pidNamespace.empty() && peerPidNamespace == pidNamespace;
+    result.processes.push_back(watchable ? process : ProcessIdentity{});
+    result.addresses.emplace_back(value.begin() + static_cast<long>(at), value.end());
+  }
+  for (const auto& [hostId, load] : hostLoads) {
+    result.ranksOutnumberCores = result.ranksOutnumberCores || load.ranks > load.cores;
+  }
+  // Every rank reads the whole table, so every rank raises here, before
+  // any collective could run on algorithms that the ranks chose differently.
+  if (ranksThatDiffer > 0) {
+    if (ranksThatDiffer > 3) {
+      settingsThatDiffer += "; and " + std::to_string(ranksThatDiffer - 3) + " more rank(s)";
+    }
+    throw SettingsMismatch(
+        "ranks disagree about the settings that choose algorithms, which every rank of a group "
+        "must share: " +
+        settingsThatDiffer);
+  }
+  return result;
+}
+
+std::string describeUnreachable(const std::vector<int>& ranks, const GroupRendezvous& peers, const std::string& mine) {
+  // Ranks of one host that offer the same devices are named together, in
+  // the order of their first rank.
+  std::vector<std::pair<std::string, std::vector<int>>> byPlace;  // (host + devices, ranks)
+  for (int rank : ranks) {
+    const auto index = static_cast<std::size_t>(rank);
+    const std::string place = peers.hostNames.at(index) + "\n" + peers.networkInterfaces.at(index);
+    auto known = std::find_if(byPlace.begin(), byPlace.end(), [&](const auto& entry) { return entry.first == place; });
+    if (known == byPlace.end()) {
+      byPlace.emplace_back(place, std::vector<int>{rank});
+    } else {
+      known->second.push_back(rank);
+    }
+  }
+  std::string text = "no network device of this host reaches ";
+  for (std::size_t index = 0; index < byPlace.size(); ++index) {
+    const std::vector<int>& group = byPlace[index].second;
+    const auto first = static_cast<std::size_t>(group.front());
+    text += index == 0 ? "" : "; nor ";
+    text += group.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t at = 0; at < group.size(); ++at) {
+      text += (at == 0 ? "" : ", ") + std::to_string(group[at]);
+    }
+    text += " (on " + peers.hostNames.at(first) + "), which " + (group.size() == 1 ? "offers " : "offer ") +
+            peers.networkInterfaces.at(first);
+  }
+  return text + " (this rank offers " + mine +
+         "); choose network devices that connect the hosts with UCXCOLL_NET_DEVICES on every host (a list as "
+         "NCCL_SOCKET_IFNAME takes: \"=eth0\", \"eth\", \"^docker,lo\")";
+}
+
+GroupRendezvous narrowRendezvous(const GroupRendezvous& peers, const std::vector<int>& ranks,
+                                 const std::vector<uint32_t>& channels) {
+  GroupRendezvous narrowed;
+  narrowed.ranksOnThisHost = 0;
+  narrowed.ranksOutnumberCores = peers.ranksOutnumberCores;
+  std::map<int, int> hostNumbers;  // parent's number -> new number, in order of each host's first rank
+  for (int rank : ranks) {
+    const auto r = static_cast<std::size_t>(rank);
+    narrowed.addresses.push_back(peers.addresses.at(r));
+    narrowed.channels.push_back(channels.at(r));
+    narrowed.processes.push_back(r < peers.processes.size() ? peers.processes[r] : ProcessIdentity{});
+    const bool otherHost = r < peers.onOtherHost.size() && peers.onOtherHost[r];
+    narrowed.onOtherHost.push_back(otherHost);
+    narrowed.ranksOnThisHost += otherHost ? 0 : 1;
+    narrowed.hostNames.push_back(r < peers.hostNames.size() ? peers.hostNames[r] : std::string());
+    narrowed.networkInterfaces.push_back(r < peers.networkInterfaces.size() ? peers.networkInterfaces[r]
+                                                                            : std::string());
+    const int host = r < peers.hosts.size() ? peers.hosts[r] : 0;
+    narrowed.hosts.push_back(hostNumbers.emplace(host, static_cast<int>(hostNumbers.size())).first->second);
+  }
+  return narrowed;
+}
+
+}  // namespace ucxcoll

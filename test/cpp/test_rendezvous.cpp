@@ -1,0 +1,303 @@
+// Group setup through the store (setup/rendezvous.hpp), ranks as threads
+// over an in-memory store: every rank learns the same table, with a number
+// of store operations that does not grow with the group, also when a rank
+// comes late or refuses.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster.hpp"
+#include "collectives/collective.hpp"
+#include "setup/rendezvous.hpp"
+
+using namespace ucxcoll;
+using namespace ucxcoll::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The store every rank of a test shares: a map, gets that wait. Each key
+// has its own condition, so that a set wakes only the ranks waiting for
+// that key (as a TCPStore server answers only the waiters of a key): with
+// one condition for all, a 1,024-rank simulation spent its time waking
+// every waiting thread at every set.
+class MemoryStore {
+ public:
+  void set(const std::string& key, const std::vector<uint8_t>& value) {
+    std::shared_ptr<std::condition_variable> waiters;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      values_[key] = value;
+      waiters = waitersOf(key);
+    }
+    waiters->notify_all();
+  }
+  std::vector<uint8_t> get(const std::string& key) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    std::shared_ptr<std::condition_variable> waiters = waitersOf(key);
+    if (!waiters->wait_for(lock, 300s, [&] { return values_.count(key) > 0; })) {
+      throw std::runtime_error("store timeout waiting for " + key);
+    }
+    return values_[key];
+  }
+  int64_t add(const std::string& key, int64_t increment) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int64_t& counter = counters_[key];
+    counter += increment;
+    return counter;
+  }
+
+ private:
+  std::shared_ptr<std::condition_variable> waitersOf(const std::string& key) {
+    auto& waiters = waiters_[key];
+    if (!waiters) {
+      waiters = std::make_shared<std::condition_variable>();
+    }
+    return waiters;
+  }
+  std::mutex mutex_;
+  std::map<std::string, std::vector<uint8_t>> values_;
+  std::map<std::string, int64_t> counters_;
+  std::map<std::string, std::shared_ptr<std::condition_variable>> waiters_;
+};
+
+// One rank's view of the shared store, counting what it asks; each
+// operation takes `delay` first (a slow store server).
+class CountingStore final : public KeyValueStore {
+ public:
+  explicit CountingStore(MemoryStore& shared, std::chrono::milliseconds delay = {}) : shared_(shared), delay_(delay) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    count();
+    shared_.set(key, value);
+  }
+  std::vector<uint8_t> get(const std::string& key) override {
+    count();
+    return shared_.get(key);
+  }
+  int64_t add(const std::string& key, int64_t increment) override {
+    count();
+    return shared_.add(key, increment);
+  }
+  int operations = 0;
+
+ private:
+  void count() {
+    ++operations;
+    std::this_thread::sleep_for(delay_);
+  }
+  MemoryStore& shared_;
+  std::chrono::milliseconds delay_;
+};
+
+std::vector<uint8_t> addressOf(int rank) {
+  return {static_cast<uint8_t>(rank), static_cast<uint8_t>(rank >> 8), 0xA5};
+}
+
+struct RankOutcome {
+  GroupRendezvous table;
+  std::string error;
+  int storeOperations = 0;
+};
+
+// Every rank of a `size`-rank group runs the rendezvous on its own thread;
+// `before(rank)` runs first on that thread and may refuse (throw) instead.
+std::vector<RankOutcome> runGroup(MemoryStore& store, int size, const std::function<void(int)>& before = {},
+                                  std::chrono::milliseconds storeDelay = {}) {
+  std::vector<RankOutcome> outcomes(static_cast<std::size_t>(size));
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < size; ++rank) {
+    ranks.emplace_back([&, rank] {
+      CountingStore mine(store, storeDelay);
+      RankOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
+      try {
+        if (before) {
+          before(rank);
+        }
+        outcome.table = rendezvous(mine, rank, size, addressOf(rank), 1000u + static_cast<uint32_t>(rank), "lo");
+      } catch (const std::invalid_argument& refusal) {
+        publishSetupFailure(mine, rank, size, refusal.what());
+        outcome.error = std::string("refused: ") + refusal.what();
+      } catch (const std::exception& error) {
+        outcome.error = error.what();
+      }
+      outcome.storeOperations = mine.operations;
+    });
+  }
+  for (auto& thread : ranks) {
+    thread.join();
+  }
+  return outcomes;
+}
+
+}  // namespace
+
+TEST_CASE("rendezvous: every rank learns every entry with a bounded number of store operations", "[setup]") {
+  for (int size : {1, 2, 3, 5, 6, 21, 64, 100}) {
+    MemoryStore store;
+    const auto outcomes = runGroup(store, size);
+    int most = 0;
+    for (int rank = 0; rank < size; ++rank) {
+      const RankOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
+      INFO("size " << size << ", rank " << rank << ": " << outcome.error);
+      REQUIRE(outcome.error.empty());
+      REQUIRE(outcome.table.addresses.size() == static_cast<std::size_t>(size));
+      for (int peer = 0; peer < size; ++peer) {
+        CHECK(outcome.table.addresses[static_cast<std::size_t>(peer)] == addressOf(peer));
+        CHECK(outcome.table.channels[static_cast<std::size_t>(peer)] == 1000u + static_cast<uint32_t>(peer));
+      }
+      // All threads of one process: one host, every rank watchable.
+      CHECK(outcome.table.ranksOnThisHost == size);
+      CHECK(outcome.table.processes.at(static_cast<std::size_t>(rank)).known());
+      most = std::max(most, outcome.storeOperations);
+    }
+    INFO("size " << size);
+    CHECK(most <= kRendezvousStoreOpsPerRank);
+    // The root: the join counter, its children's parts, the table it
+    // publishes. A leaf: the join counter, its own part, the table.
+    CHECK(outcomes.front().storeOperations == 2 + std::min(size - 1, kRendezvousFanOut));
+    if (size > 1) {
+      CHECK(outcomes.back().storeOperations == 3);
+    }
+  }
+}
+
+TEST_CASE("rendezvous: a rank that comes late holds the others until it arrives, then all agree", "[setup]") {
+  MemoryStore store;
+  const int size = 9;
+  const auto outcomes = runGroup(store, size, [](int rank) {
+    if (rank == 2) {  // an inner rank of the tree: ranks 9.. would be its children
+      std::this_thread::sleep_for(300ms);
+    }
+  });
+  for (const RankOutcome& outcome : outcomes) {
+    REQUIRE(outcome.error.empty());
+    CHECK(outcome.table.addresses.size() == static_cast<std::size_t>(size));
+    CHECK(outcome.storeOperations <= kRendezvousStoreOpsPerRank);
+  }
+}
+
+TEST_CASE("rendezvous: a slow store (50 ms an operation) slows the setup but changes nothing else", "[setup]") {
+  MemoryStore store;
+  const int size = 21;  // three levels of the tree
+  const auto outcomes = runGroup(store, size, {}, 50ms);
+  for (int rank = 0; rank < size; ++rank) {
+    const RankOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
+    REQUIRE(outcome.error.empty());
+    CHECK(outcome.table.addresses.at(static_cast<std::size_t>(size - 1 - rank)) == addressOf(size - 1 - rank));
+    CHECK(outcome.storeOperations <= kRendezvousStoreOpsPerRank);
+  }
+}
+
+TEST_CASE("rendezvous: a rank that refuses makes every other rank raise, naming it and why", "[setup]") {
+  // Rank 1 has children (5..8) in the tree: they must hear of it too,
+  // although its part of the table never holds theirs.
+  for (int refuser : {0, 1, 7}) {
+    MemoryStore store;
+    const int size = 9;
+    const auto outcomes = runGroup(store, size, [refuser](int rank) {
+      if (rank == refuser) {
+        throw std::invalid_argument("UCXCOLL_SOMETHING=7 is out of range");
+      }
+    });
+    for (int rank = 0; rank < size; ++rank) {
+      const std::string& error = outcomes[static_cast<std::size_t>(rank)].error;
+      INFO("refuser " << refuser << ", rank " << rank);
+      if (rank == refuser) {
+        CHECK(error == "refused: UCXCOLL_SOMETHING=7 is out of range");
+      } else {
+        CHECK_THAT(error, Catch::Matchers::StartsWith("rank " + std::to_string(refuser) + " (on ") &&
+                              Catch::Matchers::EndsWith(") cannot take part: UCXCOLL_SOMETHING=7 is out of range"));
+      }
+    }
+  }
+}
+
+TEST_CASE("rendezvous: a second incarnation of a group on the same store gets its own table", "[setup]") {
+  MemoryStore store;
+  runGroup(store, 4);
+  const auto again = runGroup(store, 4);
+  for (const RankOutcome& outcome : again) {
+    REQUIRE(outcome.error.empty());
+    CHECK(outcome.table.channels == std::vector<uint32_t>{1000, 1001, 1002, 1003});
+  }
+}
+
+// A large job's start-up, simulated in this one process: UCXCOLL_SIM_RANKS
+// ranks (64 unless set; `scripts/dev.sh startup-sim` runs 64, 256 and
+// 1,024) as threads, each with its own engine over the loopback transport
+// (no progress threads: each rank's thread drives its own engine), set up
+// through one in-memory store as the backend sets a group up, then the
+// first all_reduce (8 bytes, the algorithm the group would choose) and a
+// barrier, checked. Prints when each was done on the slowest rank, and the
+// store operations per rank. One process and one "store" on 2 cores: it
+// measures the algorithm's shape (operations, rounds), not a cluster's
+// network.
+TEST_CASE("start-up simulation: a group of many ranks set up through the store, then all_reduce and barrier",
+          "[setup][simulation]") {
+  const char* setting = std::getenv("UCXCOLL_SIM_RANKS");
+  const int n = setting != nullptr && std::atoi(setting) > 0 ? std::atoi(setting) : 64;
+  MemoryStore store;
+  LoopbackFabric fabric;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int rank = 0; rank < n; ++rank) {
+    engines.push_back(std::make_unique<Engine>(fabric.attach(), Engine::Threading::CallersOnly));
+  }
+  struct Milestones {
+    double table = 0, group = 0, allreduce = 0, barrier = 0;
+    int storeOperations = 0;
+  };
+  std::vector<Milestones> reached(static_cast<std::size_t>(n));
+  const auto started = Clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
+  auto failures = runRanks(n, [&](int rank) {
+    Engine& engine = *engines[static_cast<std::size_t>(rank)];
+    Milestones& mine = reached[static_cast<std::size_t>(rank)];
+    CountingStore counted(store);
+    const uint32_t channel = engine.openChannel();
+    const GroupRendezvous table = rendezvous(counted, rank, n, engine.address(), channel, "lo");
+    mine.storeOperations = counted.operations;
+    mine.table = seconds();
+    auto group = engine.createGroup("simulated", rank, n, channel, table.addresses, table.channels, {}, {});
+    mine.group = seconds();
+    float values[2] = {static_cast<float>(rank), 1.0f};
+    submitCollective(engine, group, "all_reduce", [&](Collective& c) {
+      return selectAllreduce(c, values, 2, DataType::Float32, Reduction::Sum);
+    }).wait(std::chrono::seconds(600));
+    expect(values[0] == static_cast<float>(n) * static_cast<float>(n - 1) / 2 && values[1] == static_cast<float>(n),
+           "all_reduce sums");
+    mine.allreduce = seconds();
+    submitCollective(engine, group, "barrier", &barrierDissemination).wait(std::chrono::seconds(600));
+    mine.barrier = seconds();
+  });
+  checkNoFailures(failures);
+  Milestones slowest;
+  for (const Milestones& rank : reached) {
+    slowest.table = std::max(slowest.table, rank.table);
+    slowest.group = std::max(slowest.group, rank.group);
+    slowest.allreduce = std::max(slowest.allreduce, rank.allreduce);
+    slowest.barrier = std::max(slowest.barrier, rank.barrier);
+    slowest.storeOperations = std::max(slowest.storeOperations, rank.storeOperations);
+    CHECK(rank.storeOperations <= kRendezvousStoreOpsPerRank);
+  }
+  std::printf(
+      "start-up simulation, %d ranks as threads: address table complete at %.3f s, group set up at %.3f s, first "
+      "all_reduce done at %.3f s, barrier at %.3f s (slowest rank, from the start); at most %d store operations per "
+      "rank\n",
+      n, slowest.table, slowest.group, slowest.allreduce, slowest.barrier, slowest.storeOperations);
+  for (auto& engine : engines) {
+    engine->stop();
+  }
+}
