@@ -998,7 +998,38 @@ def store_operations(rank: int, world: int, port: int, workdir: str) -> None:
     report(counts=store.counts, sums=sums, init_seconds=init_seconds)
 
 
-SCENARIOS = {"store_operations": store_operations, "leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "shrink": shrink, "shrink_victim": shrink_victim, "shrink_disagreement": shrink_disagreement, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
+def late_rank_slow_store(rank: int, world: int, port: int, workdir: str) -> None:
+    """The last rank starts its init_process_group 10 s after the others,
+    and every store operation takes 20 ms more (a slow store server): the
+    group still sets up, its all_reduce and a new_group's are right, and
+    the ranks' store operations stay within the bound."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
+    from counting_store import CountingStore
+
+    class SlowStore(CountingStore):
+        def _count(self, key):
+            time.sleep(0.02)
+            super()._count(key)
+
+    tcp = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0, timeout=timedelta(seconds=120))
+    store = SlowStore(tcp, key_part="ucxcoll/")
+    if rank == world - 1:
+        time.sleep(10)
+    started = time.monotonic()
+    dist.init_process_group("ucxcoll", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=60))
+    waited = time.monotonic() - started
+    total = torch.full((1,), float(rank))
+    dist.all_reduce(total)
+    store.phase = "new_group"
+    group = dist.new_group(list(range(1, world)))
+    part = torch.full((1,), float(rank))
+    if rank >= 1:
+        dist.all_reduce(part, group=group)
+    dist.destroy_process_group()
+    report(total=total.item(), part=part.item(), counts=store.counts, waited=waited)
+
+
+SCENARIOS = {"store_operations": store_operations, "late_rank_slow_store": late_rank_slow_store, "leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "shrink": shrink, "shrink_victim": shrink_victim, "shrink_disagreement": shrink_disagreement, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

@@ -715,3 +715,13 @@ def test_store_operations_per_rank_do_not_grow_with_the_group(world):
         # "shard" is r's half.
         assert sums["replicate"] == rank % half + rank % half + half
         assert sums["shard"] == sum(range(half)) + (half * half if rank >= half else 0)
+
+
+def test_a_rank_ten_seconds_late_on_a_slow_store_still_joins_a_working_group():
+    world = 4
+    reports = run_scenario("late_rank_slow_store", world=world, timeout=240)
+    for rank, report in enumerate(reports):
+        assert report["total"] == sum(range(world))
+        assert report["part"] == (sum(range(1, world)) if rank >= 1 else rank)
+        assert 3 <= report["counts"]["init"] <= 8, report["counts"]
+        assert set(report["counts"]) == {"init"}, report["counts"]
