@@ -13,7 +13,6 @@
 
 #include "backend/errors.hpp"
 #include "backend/group_setup.hpp"
-#include "common/logging.hpp"
 
 namespace ucxcoll {
 
@@ -77,8 +76,7 @@ c10::intrusive_ptr<UcxBackend> UcxBackend::makeSubgroup(const std::vector<int>& 
   NarrowedGroup narrowed{std::make_shared<const GroupRendezvous>(narrowRendezvous(*membership, ranks, traded.byRank)),
                          static_cast<int>(me - ranks.begin()), traded.channel, store};
   try {
-    return c10::make_intrusive<UcxBackend>(*this, std::move(narrowed), timeout, std::move(name),
-                                           std::move(globalRanks));
+    return c10::make_intrusive<UcxBackend>(*this, std::move(narrowed), timeout, name, std::move(globalRanks));
   } catch (const std::exception& error) {
     std::rethrow_exception(backendError(std::string("ucxcoll: cannot set up group \"") + name + "\": " + error.what()));
   }
