@@ -24,6 +24,15 @@ c10::intrusive_ptr<c10d::Store> unprefixed(const c10::intrusive_ptr<c10d::Store>
 
 }  // namespace
 
+std::unique_ptr<KeyValueStore> TorchStore::connectAnother() {
+  try {
+    return std::make_unique<TorchStore>(store_->clone());
+  } catch (const std::exception& error) {
+    UCXCOLL_DEBUG("the store cannot make a second connection: " << error.what());
+    return nullptr;
+  }
+}
+
 uint64_t jobKey(const c10::intrusive_ptr<c10d::Store>& store) {
   std::random_device entropy;
   std::vector<uint8_t> proposed(8);

@@ -25,6 +25,12 @@ class TorchStore final : public KeyValueStore {
   void set(const std::string& key, const std::vector<uint8_t>& value) override { store_->set(key, value); }
   std::vector<uint8_t> get(const std::string& key) override { return store_->get(key); }
   int64_t add(const std::string& key, int64_t increment) override { return store_->add(key, increment); }
+  std::vector<uint8_t> setIfAbsent(const std::string& key, const std::vector<uint8_t>& value) override {
+    return store_->compareSet(key, {}, value);
+  }
+  // torch's clone() (a new TCPStore client under the same prefixes); a
+  // store written in Python cannot clone.
+  std::unique_ptr<KeyValueStore> connectAnother() override;
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;

@@ -4,6 +4,7 @@
 // the start-up simulation): setup code stays free of torch.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,11 @@ class KeyValueStore {
   virtual std::vector<uint8_t> get(const std::string& key) = 0;
   // Adds `increment` to the counter under `key` (0 if absent); the sum.
   virtual int64_t add(const std::string& key, int64_t increment) = 0;
+  // Sets `key` to `value` unless it exists; what `key` holds afterwards.
+  virtual std::vector<uint8_t> setIfAbsent(const std::string& key, const std::vector<uint8_t>& value) = 0;
+  // A second connection to the same store, for a thread that must write
+  // while this one waits in get(); null where the store cannot make one.
+  virtual std::unique_ptr<KeyValueStore> connectAnother() = 0;
 };
 
 }  // namespace ucxcoll

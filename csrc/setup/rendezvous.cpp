@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -52,9 +54,37 @@ uint32_t getUint(const std::vector<uint8_t>& in, std::size_t at, int bytes) {
   return value;
 }
 
+// A text field: a 2-byte length and the bytes.
+void putText(std::vector<uint8_t>& out, const std::string& text) {
+  putUint(out, static_cast<uint32_t>(text.size()), 2);
+  out.insert(out.end(), text.begin(), text.end());
+}
+
+// The text field at `at` (advanced past it); nullopt where `in` ends first.
+std::optional<std::string> getText(const std::vector<uint8_t>& in, std::size_t& at) {
+  if (in.size() < at + 2 || in.size() < at + 2 + getUint(in, at, 2)) {
+    return std::nullopt;
+  }
+  const std::size_t length = getUint(in, at, 2);
+  std::string text(in.begin() + static_cast<long>(at + 2), in.begin() + static_cast<long>(at + 2 + length));
+  at += 2 + length;
+  return text;
+}
+
 // The first 4 bytes of an entry that says why its rank cannot take part,
-// where a real one has its channel number.
+// where a real one has its channel number: the rank refused (a setting it
+// cannot use, no UCX), or a rank that watched its process saw it die.
 constexpr uint32_t kRefusalMark = 0xFFFFFFFFu;
+constexpr uint32_t kDeathMark = 0xFFFFFFFEu;
+
+// Mark (4 bytes), the rank's hostname (a 2-byte length and the bytes), why.
+std::vector<uint8_t> refusalEntry(uint32_t mark, const std::string& host, const std::string& why) {
+  std::vector<uint8_t> entry;
+  putUint(entry, mark, 4);
+  putText(entry, host);
+  entry.insert(entry.end(), why.begin(), why.end());
+  return entry;
+}
 
 // Every rank that refuses, or reads a refusal, counts itself under this
 // key, and each waits (boundedly) until all ranks have: the process that
@@ -65,12 +95,12 @@ constexpr uint32_t kRefusalMark = 0xFFFFFFFFu;
 // was read.
 constexpr auto kRefusalReadBound = std::chrono::seconds(2);
 
-void countAndAwaitRefusalReaders(KeyValueStore& store, const std::string& prefix, int size) {
+void countAndAwaitRefusalReaders(KeyValueStore& store, const std::string& prefix, int readers) {
   const std::string key = prefix + "refusal_known";
   const auto giveUp = std::chrono::steady_clock::now() + kRefusalReadBound;
   try {
     int64_t increment = 1;
-    while (store.add(key, increment) < size && std::chrono::steady_clock::now() < giveUp) {
+    while (store.add(key, increment) < readers && std::chrono::steady_clock::now() < giveUp) {
       increment = 0;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -109,6 +139,135 @@ void appendRecord(std::vector<uint8_t>& part, int rank, const std::vector<uint8_
 std::string partKey(const std::string& prefix, int rank) {
   return rank == 0 ? prefix + "table" : prefix + "part/" + std::to_string(rank);
 }
+
+// Who a rank that waits for others is: its host identity and pid
+// namespace (where its pid means something), its hostname, its pid and
+// start time. Each such rank publishes it under whoKey as soon as it joins,
+// so that a rank waiting for its part can watch its process.
+std::string whoKey(const std::string& prefix, int rank) {
+  return prefix + "who/" + std::to_string(rank);
+}
+
+struct Who {
+  std::string hostIdentity;
+  std::string pidNamespace;
+  std::string hostName;
+  ProcessIdentity process;
+};
+
+std::vector<uint8_t> encodeWho(const Who& who) {
+  std::vector<uint8_t> value;
+  for (const std::string* text : {&who.hostIdentity, &who.pidNamespace, &who.hostName}) {
+    putText(value, *text);
+  }
+  putUint(value, static_cast<uint32_t>(who.process.pid), 4);
+  putUint(value, static_cast<uint32_t>(who.process.startTime), 4);
+  putUint(value, static_cast<uint32_t>(who.process.startTime >> 32), 4);
+  return value;
+}
+
+Who decodeWho(const std::vector<uint8_t>& value, int rank) {
+  Who who;
+  std::size_t at = 0;
+  auto malformed = [rank] {
+    return std::runtime_error("malformed rendezvous identity of rank " + std::to_string(rank));
+  };
+  for (std::string* text : {&who.hostIdentity, &who.pidNamespace, &who.hostName}) {
+    std::optional<std::string> read = getText(value, at);
+    if (!read) {
+      throw malformed();
+    }
+    *text = std::move(*read);
+  }
+  if (value.size() < at + 12) {
+    throw malformed();
+  }
+  who.process.pid = static_cast<pid_t>(getUint(value, at, 4));
+  who.process.startTime = getUint(value, at + 4, 4) | (uint64_t{getUint(value, at + 8, 4)} << 32);
+  return who;
+}
+
+// While this rank waits in the rendezvous, watches the processes of the
+// ranks it waits for (its children that wait for children of their own,
+// and rank 0 for rank 0's children) where it can: on this host, in this
+// pid namespace. A rank that dies before publishing its part would
+// otherwise hold every rank until the store's timeout; when one dies, this
+// publishes a death record as its part (if it has none yet), which ends up
+// in the table and makes every rank raise, naming it.
+class SetupWatch {
+ public:
+  SetupWatch(KeyValueStore& store, std::string prefix, const Who& self)
+      : store_(store), prefix_(std::move(prefix)), self_(self) {}
+
+  void watch(int rank, const Who& who) {
+    if (who.hostIdentity != self_.hostIdentity || who.pidNamespace.empty() || who.pidNamespace != self_.pidNamespace ||
+        who.process == self_.process) {
+      return;  // another host or pid namespace (its pid means nothing here), or this process
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      watched_.push_back({rank, who});
+    }
+    if (!peers_) {
+      peers_ = std::make_unique<PeerWatch>([this](const ProcessIdentity& dead) { died(dead, false); });
+    }
+    if (!peers_->watch(who.process)) {
+      died(who.process, true);
+    }
+  }
+
+ private:
+  void died(const ProcessIdentity& process, bool onWaitingThread) {
+    int rank = -1;
+    std::string hostName;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [watchedRank, who] : watched_) {
+        if (who.process == process) {
+          rank = watchedRank;
+          hostName = who.hostName;
+        }
+      }
+    }
+    if (rank < 0) {
+      return;
+    }
+    try {
+      // The waiting thread may be inside the store's get (which holds the
+      // connection): the watch's own thread writes through another one.
+      std::lock_guard<std::mutex> lock(writerMutex_);
+      if (!onWaitingThread && !writer_) {
+        writer_ = store_.connectAnother();
+        if (!writer_) {
+          UCXCOLL_WARN("rank " << rank << " (pid " << process.pid << ") died during the group's setup, but the "
+                               << "store cannot make a second connection to say so: the other ranks wait for it "
+                               << "until the store's timeout");
+          return;
+        }
+      }
+      KeyValueStore& writer = onWaitingThread ? store_ : *writer_;
+      std::vector<uint8_t> part;
+      appendRecord(part, rank,
+                   refusalEntry(kDeathMark, hostName,
+                                "its process (pid " + std::to_string(process.pid) +
+                                    ") exited while the group was being set up"));
+      (void)writer.setIfAbsent(partKey(prefix_, rank), part);
+    } catch (const std::exception& error) {
+      UCXCOLL_WARN("could not tell the group that rank " << rank << " died during setup: " << error.what());
+    }
+  }
+
+  KeyValueStore& store_;
+  const std::string prefix_;
+  const Who self_;
+  std::mutex mutex_;
+  std::vector<std::pair<int, Who>> watched_;  // guarded by mutex_
+  std::mutex writerMutex_;
+  std::unique_ptr<KeyValueStore> writer_;  // guarded by writerMutex_
+  // Last: destroyed first, so that its thread (which calls died()) stops
+  // before the members above go.
+  std::unique_ptr<PeerWatch> peers_;
+};
 
 // Publishes this rank's part of the table: its entry and its subtree's
 // (each child's part, once published), and returns it. A refusal does not
@@ -153,14 +312,13 @@ std::vector<std::optional<std::vector<uint8_t>>> splitTable(const std::vector<ui
 
 void publishSetupFailure(KeyValueStore& store, int rank, int size, const std::string& why) {
   try {
-    std::vector<uint8_t> entry;
-    putUint(entry, kRefusalMark, 4);
-    const std::string name = hostName();
-    putUint(entry, static_cast<uint32_t>(name.size()), 2);
-    entry.insert(entry.end(), name.begin(), name.end());
-    entry.insert(entry.end(), why.begin(), why.end());
     const std::string prefix = incarnationPrefix(store, size);
-    (void)publishPart(store, prefix, rank, size, entry, false);
+    if (!treeChildren(rank, size).empty()) {
+      // Ranks that wait for this one read who it is first.
+      store.set(whoKey(prefix, rank),
+                encodeWho(Who{hostIdentity(), pidNamespaceIdentity(), hostName(), thisProcess()}));
+    }
+    (void)publishPart(store, prefix, rank, size, refusalEntry(kRefusalMark, hostName(), why), false);
     countAndAwaitRefusalReaders(store, prefix, size);
   } catch (const std::exception& error) {
     UCXCOLL_DEBUG("could not tell the group's other ranks why this one cannot take part: " << error.what());
@@ -168,7 +326,8 @@ void publishSetupFailure(KeyValueStore& store, int rank, int size, const std::st
 }
 
 GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::vector<uint8_t>& myAddress,
-                           uint32_t myChannel, const std::string& myNetworkInterfaces) {
+                           uint32_t myChannel, const std::string& myNetworkInterfaces,
+                           const ProcessIdentity& myProcess) {
   const std::string prefix = incarnationPrefix(store, size);
 
   // Entry: the channel (4 bytes, little-endian); the host identity, the
@@ -181,12 +340,11 @@ GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::
   const std::string pidNamespace = pidNamespaceIdentity();
   const std::string settings = groupWideSettings(config());
   const std::string name = hostName();
-  const ProcessIdentity me = thisProcess();
+  const ProcessIdentity& me = myProcess;
   std::vector<uint8_t> mine;
   putUint(mine, myChannel, 4);
   for (const std::string* text : {&host, &pidNamespace, &settings, &name, &myNetworkInterfaces}) {
-    putUint(mine, static_cast<uint32_t>(text->size()), 2);
-    mine.insert(mine.end(), text->begin(), text->end());
+    putText(mine, *text);
   }
   putUint(mine, static_cast<uint32_t>(me.pid), 4);
   putUint(mine, static_cast<uint32_t>(me.startTime), 4);
@@ -194,22 +352,50 @@ GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::
   putUint(mine, static_cast<uint32_t>(usableCores()), 4);
   mine.insert(mine.end(), myAddress.begin(), myAddress.end());
 
+  // A rank that waits for others says who it is, and watches those it
+  // waits for (SetupWatch). A leaf publishes its part as soon as it joins,
+  // so nobody waits on a leaf that is alive.
+  const Who self{host, pidNamespace, name, me};
+  const std::vector<int> children = treeChildren(rank, size);
+  if (!children.empty()) {
+    store.set(whoKey(prefix, rank), encodeWho(self));
+  }
+  SetupWatch watch(store, prefix, self);
+  if (rank > 0 && rank <= kRendezvousFanOut) {
+    watch.watch(0, decodeWho(store.get(whoKey(prefix, 0)), 0));
+  }
+  for (int child : children) {
+    if (!treeChildren(child, size).empty()) {
+      watch.watch(child, decodeWho(store.get(whoKey(prefix, child)), child));
+    }
+  }
   std::vector<uint8_t> part = publishPart(store, prefix, rank, size, mine, true);
   const auto entries = splitTable(rank == 0 ? part : store.get(partKey(prefix, 0)), size);
 
-  // A refusal first, wherever it is: the ranks it cut off are missing.
+  // A refusal or a death first, wherever it is: the ranks it cut off are
+  // missing. The dead do not read it.
+  int dead = 0;
+  std::optional<std::string> failure;
   for (int peer = 0; peer < size; ++peer) {
     const auto& value = entries[static_cast<std::size_t>(peer)];
-    if (value && value->size() >= 6 && getUint(*value, 0, 4) == kRefusalMark) {
-      const std::size_t nameLength = getUint(*value, 4, 2);
-      if (value->size() < 6 + nameLength) {
+    const uint32_t mark = value && value->size() >= 6 ? getUint(*value, 0, 4) : 0;
+    if (mark == kRefusalMark || mark == kDeathMark) {
+      std::size_t at = 4;
+      const std::optional<std::string> refuserHost = getText(*value, at);
+      if (!refuserHost) {
         throw std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer));
       }
-      const std::string refuserHost(value->begin() + 6, value->begin() + static_cast<long>(6 + nameLength));
-      const std::string why(value->begin() + static_cast<long>(6 + nameLength), value->end());
-      countAndAwaitRefusalReaders(store, prefix, size);
-      throw std::runtime_error("rank " + std::to_string(peer) + " (on " + refuserHost + ") cannot take part: " + why);
+      const std::string why(value->begin() + static_cast<long>(at), value->end());
+      dead += mark == kDeathMark ? 1 : 0;
+      if (!failure) {
+        failure = "rank " + std::to_string(peer) + " (on " + *refuserHost + ") " +
+                  (mark == kDeathMark ? "died: " : "cannot take part: ") + why;
+      }
     }
+  }
+  if (failure) {
+    countAndAwaitRefusalReaders(store, prefix, size - dead);
+    throw std::runtime_error(*failure);
   }
 
   GroupRendezvous result;
@@ -230,13 +416,11 @@ GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::
     const std::vector<uint8_t>& value = *entries[static_cast<std::size_t>(peer)];
     std::size_t at = 4;
     auto text = [&] {
-      if (value.size() < at + 2 || value.size() < at + 2 + getUint(value, at, 2)) {
+      std::optional<std::string> read = getText(value, at);
+      if (!read) {
         throw malformed();
       }
-      const std::size_t length = getUint(value, at, 2);
-      std::string read(value.begin() + static_cast<long>(at + 2), value.begin() + static_cast<long>(at + 2 + length));
-      at += 2 + length;
-      return read;
+      return std::move(*read);
     };
     const std::string peerHost = text();
     const std::string peerPidNamespace = text();

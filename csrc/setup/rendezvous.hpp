@@ -8,9 +8,17 @@
 // the store. Each rank waits for its children's parts of the table, adds
 // its own entry and publishes the result under its own key; rank 0's is
 // the whole table, which every rank reads once. So each rank makes at most
-// kRendezvousFanOut + 3 store operations, whatever the group's size (a rank
+// kRendezvousStoreOpsPerRank store operations, whatever the group's size (a rank
 // of today's gloo reads every peer's key: n - 1 reads per rank), and the
 // table is complete after about log4(n) store round trips.
+//
+// A rank that dies while others wait for it: each rank that has children
+// also publishes who it is (its process) as soon as it joins, and the rank
+// waiting for it (its parent; rank 0's children for rank 0) watches its
+// process where it can (this host, this pid namespace). A death is written
+// in place of the dead rank's part, so the table names it and every rank
+// raises at once rather than at the store's timeout. A rank on another
+// host, or one that dies before it joins, is waited for like a late one.
 
 #include <cstdint>
 #include <stdexcept>
@@ -24,9 +32,11 @@ namespace ucxcoll {
 
 inline constexpr int kRendezvousFanOut = 4;
 
-// The most store operations one rank's rendezvous makes (the join counter,
-// its children's parts, its own part, the whole table).
-inline constexpr int kRendezvousStoreOpsPerRank = kRendezvousFanOut + 3;
+// The most store operations one rank's rendezvous makes: the join counter,
+// its identity, rank 0's identity (rank 0's children), its children's
+// identities and parts, its own part, the whole table. A leaf makes 3 (4
+// under rank 0), and three ranks in four are leaves.
+inline constexpr int kRendezvousStoreOpsPerRank = 2 * kRendezvousFanOut + 5;
 
 struct GroupRendezvous {
   std::vector<std::vector<uint8_t>> addresses;  // indexed by group rank
@@ -57,9 +67,13 @@ class SettingsMismatch : public std::invalid_argument {
 
 // Collective over the group's ranks; raises SettingsMismatch on every rank
 // where any two differ in groupWideSettings; blocks (up to the store's
-// timeout) until every rank has published its address and channel.
+// timeout) until every rank has published its address and channel, or
+// raises naming a rank that refused or died meanwhile. `myProcess` is the
+// process this rank runs in (the tests, whose ranks are threads, name
+// others).
 GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::vector<uint8_t>& myAddress,
-                           uint32_t myChannel, const std::string& myNetworkInterfaces);
+                           uint32_t myChannel, const std::string& myNetworkInterfaces,
+                           const ProcessIdentity& myProcess = thisProcess());
 
 // What a rendezvous found, narrowed to `ranks` (ranks of that group,
 // ascending, which become ranks 0, 1, ... of the new one) with

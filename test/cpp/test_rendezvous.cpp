@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -53,6 +57,17 @@ class MemoryStore {
     }
     return values_[key];
   }
+  std::vector<uint8_t> setIfAbsent(const std::string& key, const std::vector<uint8_t>& value) {
+    std::shared_ptr<std::condition_variable> waiters;
+    std::vector<uint8_t> held;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      held = values_.emplace(key, value).first->second;
+      waiters = waitersOf(key);
+    }
+    waiters->notify_all();
+    return held;
+  }
   int64_t add(const std::string& key, int64_t increment) {
     std::lock_guard<std::mutex> lock(mutex_);
     int64_t& counter = counters_[key];
@@ -91,6 +106,11 @@ class CountingStore final : public KeyValueStore {
     count();
     return shared_.add(key, increment);
   }
+  std::vector<uint8_t> setIfAbsent(const std::string& key, const std::vector<uint8_t>& value) override {
+    count();
+    return shared_.setIfAbsent(key, value);
+  }
+  std::unique_ptr<KeyValueStore> connectAnother() override { return std::make_unique<CountingStore>(shared_, delay_); }
   int operations = 0;
 
  private:
@@ -165,11 +185,18 @@ TEST_CASE("rendezvous: every rank learns every entry with a bounded number of st
     }
     INFO("size " << size);
     CHECK(most <= kRendezvousStoreOpsPerRank);
-    // The root: the join counter, its children's parts, the table it
-    // publishes. A leaf: the join counter, its own part, the table.
-    CHECK(outcomes.front().storeOperations == 2 + std::min(size - 1, kRendezvousFanOut));
+    // The root: the join counter, its identity, its children's parts and
+    // the identities of those with children of their own, the table it
+    // publishes. A leaf: the join counter, its own part, the table (and
+    // rank 0's identity under rank 0).
+    const int children = std::min(size - 1, kRendezvousFanOut);
+    int innerChildren = 0;
+    for (int child = 1; child <= children; ++child) {
+      innerChildren += child * kRendezvousFanOut + 1 < size ? 1 : 0;
+    }
+    CHECK(outcomes.front().storeOperations == (size > 1 ? 3 : 2) + children + innerChildren);
     if (size > 1) {
-      CHECK(outcomes.back().storeOperations == 3);
+      CHECK(outcomes.back().storeOperations == (size - 1 <= kRendezvousFanOut ? 4 : 3));
     }
   }
 }
@@ -222,6 +249,55 @@ TEST_CASE("rendezvous: a rank that refuses makes every other rank raise, naming 
                               Catch::Matchers::EndsWith(") cannot take part: UCXCOLL_SOMETHING=7 is out of range"));
       }
     }
+  }
+}
+
+TEST_CASE("rendezvous: a rank whose process dies while others wait for it is named by every rank at once", "[setup]") {
+  // Six ranks as threads; rank 1 (whose child is rank 5) names a forked
+  // process as its own, and waits for rank 5, which comes only later. The
+  // forked process is killed: rank 0, which waits for rank 1's part and
+  // watches that process, writes the death in its place, so ranks 0, 2, 3
+  // and 4 raise naming rank 1 long before the store's timeout (300 s
+  // here), and so does rank 5 when it comes.
+  const pid_t standInPid = ::fork();
+  REQUIRE(standInPid >= 0);
+  if (standInPid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  const ProcessIdentity standInProcess = processIdentity(standInPid);
+  REQUIRE(standInProcess.known());
+  MemoryStore store;
+  const int size = 6;
+  std::vector<std::string> errors(static_cast<std::size_t>(size));
+  auto runRank = [&](int rank) {
+    CountingStore mine(store);
+    try {
+      (void)rendezvous(mine, rank, size, addressOf(rank), 1000u + static_cast<uint32_t>(rank), "lo",
+                       rank == 1 ? standInProcess : thisProcess());
+    } catch (const std::exception& error) {
+      errors[static_cast<std::size_t>(rank)] = error.what();
+    }
+  };
+  std::vector<std::thread> early;
+  for (int rank = 0; rank < 5; ++rank) {
+    early.emplace_back(runRank, rank);
+  }
+  std::this_thread::sleep_for(200ms);  // rank 1 waits for rank 5 by now
+  ::kill(standInPid, SIGKILL);
+  ::waitpid(standInPid, nullptr, 0);
+  for (int rank : {0, 2, 3, 4}) {
+    early[static_cast<std::size_t>(rank)].join();
+  }
+  std::thread late(runRank, 5);  // lets rank 1's thread finish too
+  late.join();
+  early[1].join();
+  const std::string died =
+      ") died: its process (pid " + std::to_string(standInPid) + ") exited while the group was being set up";
+  for (int rank = 0; rank < size; ++rank) {
+    INFO("rank " << rank);
+    CHECK_THAT(errors[static_cast<std::size_t>(rank)],
+               Catch::Matchers::StartsWith("rank 1 (on ") && Catch::Matchers::EndsWith(died));
   }
 }
 

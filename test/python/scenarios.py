@@ -507,6 +507,55 @@ def peer_killed_victim(rank: int, world: int, port: int, workdir: str) -> None:
     time.sleep(60)
 
 
+def dies_during_setup(rank: int, world: int, port: int, workdir: str) -> None:
+    """8 ranks; rank 1 (whose children in the setup tree are ranks 5, 6
+    and 7) is SIGKILLed inside init_process_group while it waits for rank
+    5, which starts its init only after that death. The group timeout is
+    60 s; every survivor reports the error its init raised and how long
+    after the death it came. Rank 1 runs in a child process, whose exit
+    status its harness process reports."""
+    died_at = os.path.join(workdir, "rank1_died_at")
+    if rank == 1:
+        child = subprocess.run([sys.executable, __file__, "dies_during_setup_victim", str(rank), str(world), str(port),
+                                workdir])
+        report(victim_status=child.returncode)
+        return
+    if rank == 5:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(died_at) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    error = None
+    try:
+        init(rank, world, port, timeout_seconds=60)
+    except dist.DistBackendError as raised:
+        error = str(raised)
+    raised_at = time.time()
+    with open(died_at) as death:
+        after_death = raised_at - float(death.read())
+    # Rank 0's process holds the store: it stays until every survivor has
+    # read the table that names the dead rank.
+    open(os.path.join(workdir, f"done{rank}"), "w").close()
+    if rank == 0:
+        deadline = time.monotonic() + 30
+        while len([name for name in os.listdir(workdir) if name.startswith("done")]) < world - 1:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    report(error=error, seconds_after_death=after_death)
+
+
+def dies_during_setup_victim(rank: int, world: int, port: int, workdir: str) -> None:
+    def die():
+        with open(os.path.join(workdir, "rank1_died_at.tmp"), "w") as death:
+            death.write(repr(time.time()))
+        os.rename(os.path.join(workdir, "rank1_died_at.tmp"), os.path.join(workdir, "rank1_died_at"))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Timer(1.5, die).start()
+    init(rank, world, port, timeout_seconds=60)
+    time.sleep(60)
+
+
 def debug_detail(rank: int, world: int, port: int, workdir: str) -> None:
     """Under TORCH_DISTRIBUTED_DEBUG=DETAIL torch wraps the backend in its
     collective checker: matching collectives still work (and are checked),
@@ -1029,7 +1078,7 @@ def late_rank_slow_store(rank: int, world: int, port: int, workdir: str) -> None
     report(total=total.item(), part=part.item(), counts=store.counts, waited=waited)
 
 
-SCENARIOS = {"store_operations": store_operations, "late_rank_slow_store": late_rank_slow_store, "leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "shrink": shrink, "shrink_victim": shrink_victim, "shrink_disagreement": shrink_disagreement, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
+SCENARIOS = {"dies_during_setup": dies_during_setup, "dies_during_setup_victim": dies_during_setup_victim, "store_operations": store_operations, "late_rank_slow_store": late_rank_slow_store, "leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "shrink": shrink, "shrink_victim": shrink_victim, "shrink_disagreement": shrink_disagreement, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
