@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "backend/errors.hpp"
 #include "backend/group_setup.hpp"
@@ -83,16 +84,21 @@ c10::intrusive_ptr<UcxBackend> UcxBackend::makeSubgroup(const std::vector<int>& 
 }
 
 std::optional<std::vector<int>> UcxBackend::ranksOf(const std::vector<uint64_t>& globalRanks) const {
+  // One pass over this group's ranks, not one per member: a DeviceMesh of
+  // a large job asks this for every row and column.
+  std::unordered_map<uint64_t, int> byGlobal;
+  byGlobal.reserve(static_cast<std::size_t>(size_));
+  for (int rank = 0; rank < size_; ++rank) {
+    byGlobal.emplace(globalRank(rank), rank);
+  }
   std::vector<int> ranks;
+  ranks.reserve(globalRanks.size());
   for (uint64_t global : globalRanks) {
-    int found = -1;
-    for (int rank = 0; rank < size_ && found < 0; ++rank) {
-      found = globalRank(rank) == global ? rank : -1;
-    }
-    if (found < 0) {
+    const auto found = byGlobal.find(global);
+    if (found == byGlobal.end()) {
       return std::nullopt;
     }
-    ranks.push_back(found);
+    ranks.push_back(found->second);
   }
   return ranks;
 }
