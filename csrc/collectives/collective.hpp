@@ -202,6 +202,7 @@ Task broadcastHierarchical(Collective& c, void* buffer, std::size_t bytes, int r
 // All-reduce `count` elements in place.
 Task allreduceDirect(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 Task allreduceRing(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
+Task allreduceRecursiveDoubling(Collective& c, void* buffer, std::size_t count, DataType type, Reduction reduction);
 // Across hosts (the group's topology must be hierarchical()): inside each
 // host a reduce-scatter, across hosts each rank all-reduces its part with
 // its counterparts (every local rank at once), inside each host an

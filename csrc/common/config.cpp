@@ -89,8 +89,8 @@ Config parseConfig(const EnvironmentLookup& lookup) {
       "UCXCOLL_STAGING_MIN_BYTES", static_cast<long>(c.stagingMinBytes), 0, kMaxSmallMessageBytes, " (bytes)"));
   c.allgatherAlgorithm = read.choice("UCXCOLL_ALLGATHER_ALGO", c.allgatherAlgorithm,
                                      {"auto", "hierarchical", "direct", "chunked", "ring"});
-  c.allreduceAlgorithm =
-      read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm, {"auto", "hierarchical", "direct", "ring"});
+  c.allreduceAlgorithm = read.choice("UCXCOLL_ALLREDUCE_ALGO", c.allreduceAlgorithm,
+                                     {"auto", "hierarchical", "recursive_doubling", "direct", "ring"});
   c.broadcastAlgorithm =
       read.choice("UCXCOLL_BCAST_ALGO", c.broadcastAlgorithm, {"auto", "hierarchical", "pipelined", "binomial"});
   c.alltoallAlgorithm =

@@ -34,6 +34,7 @@ const char* collectiveName(Routine routine) {
       return "all_gather";
     case Routine::AllreduceDirect:
     case Routine::AllreduceRing:
+    case Routine::AllreduceRecursiveDoubling:
     case Routine::AllreduceHierarchical:
       return "all_reduce";
     case Routine::BroadcastBinomial:
@@ -99,6 +100,8 @@ const char* algorithmName(Routine routine) {
       return "staged pairwise";
     case Routine::BarrierDissemination:
       return "dissemination";
+    case Routine::AllreduceRecursiveDoubling:
+      return "recursive doubling";
     case Routine::AllreduceHierarchical:
     case Routine::ReduceScatterHierarchical:
     case Routine::AllgatherHierarchical:
@@ -123,6 +126,7 @@ Detail detailOf(Routine routine) {
       return Detail::Root;
     case Routine::AllreduceDirect:
     case Routine::AllreduceRing:
+    case Routine::AllreduceRecursiveDoubling:
     case Routine::AllreduceHierarchical:
     case Routine::ReduceScatterPairwise:
     case Routine::ReduceScatterStagedPair:

@@ -115,22 +115,36 @@ enum class Routine : uint8_t {
   BroadcastHierarchical = 22,
   ReduceHierarchical = 23,
   AlltoallHierarchical = 24,
+  AllreduceRecursiveDoubling = 25,
 };
 inline constexpr uint32_t kRoutineBits = 6;
 inline constexpr int kRoutineShift = 44;
 inline constexpr uint64_t kRoutineFieldMask = ((uint64_t{1} << kRoutineBits) - 1) << kRoutineShift;
-inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,       Routine::AllgatherRing,
-                                        Routine::AllreduceDirect,       Routine::AllreduceRing,
-                                        Routine::BroadcastBinomial,     Routine::BarrierDissemination,
-                                        Routine::ReduceDirect,          Routine::ReduceScatterPairwise,
-                                        Routine::AlltoallPairwise,      Routine::AllgatherUneven,
-                                        Routine::GatherDirect,          Routine::ScatterDirect,
-                                        Routine::BarrierMonitored,      Routine::BroadcastPipelined,
-                                        Routine::AllgatherChunkedRing,  Routine::ReduceScatterStagedPair,
-                                        Routine::AlltoallStaged,        Routine::ReduceScatterRing,
-                                        Routine::AllreduceHierarchical, Routine::ReduceScatterHierarchical,
-                                        Routine::AllgatherHierarchical, Routine::BroadcastHierarchical,
-                                        Routine::ReduceHierarchical,    Routine::AlltoallHierarchical};
+inline constexpr Routine kRoutines[] = {Routine::AllgatherDirect,
+                                        Routine::AllgatherRing,
+                                        Routine::AllreduceDirect,
+                                        Routine::AllreduceRing,
+                                        Routine::BroadcastBinomial,
+                                        Routine::BarrierDissemination,
+                                        Routine::ReduceDirect,
+                                        Routine::ReduceScatterPairwise,
+                                        Routine::AlltoallPairwise,
+                                        Routine::AllgatherUneven,
+                                        Routine::GatherDirect,
+                                        Routine::ScatterDirect,
+                                        Routine::BarrierMonitored,
+                                        Routine::BroadcastPipelined,
+                                        Routine::AllgatherChunkedRing,
+                                        Routine::ReduceScatterStagedPair,
+                                        Routine::AlltoallStaged,
+                                        Routine::ReduceScatterRing,
+                                        Routine::AllreduceHierarchical,
+                                        Routine::ReduceScatterHierarchical,
+                                        Routine::AllgatherHierarchical,
+                                        Routine::BroadcastHierarchical,
+                                        Routine::ReduceHierarchical,
+                                        Routine::AlltoallHierarchical,
+                                        Routine::AllreduceRecursiveDoubling};
 
 // ---- Phases of a composed collective ------------------------------------
 // A hierarchical algorithm runs existing algorithms one after the other on

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -153,6 +154,43 @@ TEST_CASE("allgather with size-based selection", "[collectives]") {
 }
 TEST_CASE("allreduce direct exchange", "[collectives]") {
   checkAllreduce(&allreduceDirect, "allreduceDirect");
+}
+TEST_CASE("allreduce recursive doubling", "[collectives]") {
+  checkAllreduce(&allreduceRecursiveDoubling, "allreduceRecursiveDoubling");
+}
+TEST_CASE("allreduce recursive doubling: every rank ends with the same bits, also where sums round", "[collectives]") {
+  // Values whose sums round differently when grouped differently: the
+  // result differs in its last bits from the direct exchange's (which adds
+  // in rank order), but every rank must hold the same bits, or a model's
+  // replicas drift apart.
+  for (int n : {3, 5, 6, 8, 13}) {
+    INFO(n << " ranks");
+    Cluster cluster(n, Wire::Loopback, disturbed(n + 300));
+    auto group = cluster.makeGroup("g");
+    const std::size_t count = 257;
+    std::vector<std::vector<float>> results(static_cast<std::size_t>(n), std::vector<float>(count));
+    auto failures = runRanks(n, [&](int rank) {
+      std::vector<float>& data = results[static_cast<std::size_t>(rank)];
+      for (std::size_t i = 0; i < count; ++i) {
+        data[i] = 1.0f / static_cast<float>(3 + rank * 7 + static_cast<int>(i)) * (rank % 2 == 0 ? 1e6f : 1e-3f);
+      }
+      float* pointer = data.data();
+      submitCollective(cluster.engine(rank), group[rank], "allreduceRecursiveDoubling", [=](Collective& c) {
+        return allreduceRecursiveDoubling(c, pointer, count, DataType::Float32, Reduction::Sum);
+      }).wait();
+    });
+    checkNoFailures(failures);
+    for (int rank = 1; rank < n; ++rank) {
+      CHECK(std::memcmp(results[0].data(), results[static_cast<std::size_t>(rank)].data(), count * sizeof(float)) == 0);
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      double exact = 0;
+      for (int rank = 0; rank < n; ++rank) {
+        exact += 1.0 / (3 + rank * 7 + static_cast<int>(i)) * (rank % 2 == 0 ? 1e6 : 1e-3);
+      }
+      CHECK(std::abs(results[0][i] - exact) <= 1e-5 * std::abs(exact));
+    }
+  }
 }
 // The staging segments this process holds (memfds named ucxcoll-staging).
 int stagingSegmentsOfThisProcess() {

@@ -101,7 +101,7 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
       {"UCXCOLL_ALLGATHER_ALGO", "tree",
        "UCXCOLL_ALLGATHER_ALGO=tree: expected one of auto, hierarchical, direct, chunked, ring"},
       {"UCXCOLL_ALLREDUCE_ALGO", "rabenseifner",
-       "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, hierarchical, direct, ring"},
+       "UCXCOLL_ALLREDUCE_ALGO=rabenseifner: expected one of auto, hierarchical, recursive_doubling, direct, ring"},
       {"UCXCOLL_BCAST_ALGO", "ring",
        "UCXCOLL_BCAST_ALGO=ring: expected one of auto, hierarchical, pipelined, binomial"},
       {"UCXCOLL_ALLTOALL_ALGO", "ring",

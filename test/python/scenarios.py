@@ -333,6 +333,40 @@ def staging_paths(rank: int, world: int, port: int, workdir: str) -> None:
     report(mismatches=mismatches, segments=segments)
 
 
+def allreduce_against_gloo(rank: int, world: int, port: int, workdir: str) -> None:
+    """all_reduce under whatever UCXCOLL_ALLREDUCE_ALGO the test sets,
+    against gloo on the same integer-valued inputs: every reduction gloo
+    has, float32 and int64, 1 to 4,099 elements; AVG against gloo's sum
+    divided by the size. Reports what differs."""
+    init(rank, world, port)
+    gloo = dist.new_group(backend="gloo")
+    mismatches = []
+    ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
+           "product": dist.ReduceOp.PRODUCT, "band": dist.ReduceOp.BAND, "bor": dist.ReduceOp.BOR,
+           "bxor": dist.ReduceOp.BXOR}
+    for count in (1, 7, 4099):
+        generator = torch.Generator().manual_seed(1000 * rank + count)
+        for dtype in (torch.float32, torch.int64):
+            for name, op in ops.items():
+                if dtype == torch.float32 and name in ("band", "bor", "bxor"):
+                    continue
+                low, high = (-3, 4) if name == "product" else (-1000, 1000)
+                data = torch.randint(low, high, (count,), generator=generator).to(dtype)
+                ours, reference = data.clone(), data.clone()
+                dist.all_reduce(ours, op=op)
+                dist.all_reduce(reference, op=op, group=gloo)
+                if not torch.equal(ours, reference):
+                    mismatches.append(f"{name} {dtype} x{count}")
+        data = torch.randint(-1000, 1000, (count,), generator=generator).to(torch.float32)
+        ours, summed = data.clone(), data.clone()
+        dist.all_reduce(ours, op=dist.ReduceOp.AVG)
+        dist.all_reduce(summed, group=gloo)
+        if not torch.equal(ours, summed / world):
+            mismatches.append(f"avg x{count}")
+    dist.destroy_process_group()
+    report(mismatches=mismatches)
+
+
 def compositions_forced_on_one_host(rank: int, world: int, port: int, workdir: str) -> None:
     """Every UCXCOLL_*_ALGO=hierarchical (set by the test) on a group whose
     ranks share one host, where no composition can run: the flat choices
@@ -1078,7 +1112,7 @@ def late_rank_slow_store(rank: int, world: int, port: int, workdir: str) -> None
     report(total=total.item(), part=part.item(), counts=store.counts, waited=waited)
 
 
-SCENARIOS = {"dies_during_setup": dies_during_setup, "dies_during_setup_victim": dies_during_setup_victim, "store_operations": store_operations, "late_rank_slow_store": late_rank_slow_store, "leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "shrink": shrink, "shrink_victim": shrink_victim, "shrink_disagreement": shrink_disagreement, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
+SCENARIOS = {"allreduce_against_gloo": allreduce_against_gloo, "dies_during_setup": dies_during_setup, "dies_during_setup_victim": dies_during_setup_victim, "store_operations": store_operations, "late_rank_slow_store": late_rank_slow_store, "leaving": leaving, "leaving_threads": leaving_threads, "soak": soak, "soak_member": soak_member, "stray_connections": stray_connections, "listeners": listeners, "audit_log": audit_log, "reconfigure": reconfigure, "reconfigure_victim": reconfigure_victim, "shrink": shrink, "shrink_victim": shrink_victim, "shrink_disagreement": shrink_disagreement, "flight_recorder": flight_recorder, "abort_hooks": abort_hooks, "debug_detail": debug_detail, "peer_killed": peer_killed, "peer_killed_victim": peer_killed_victim, "cpu_only": cpu_only, "exit_during_future_callback": exit_during_future_callback, "exit_with_pending_collective": exit_with_pending_collective, "fork_child": fork_child, "exit_without_destroy": exit_without_destroy, "repeat_init": repeat_init, "ddp": ddp, "idle_cpu": idle_cpu, "dead_peer": dead_peer, "staging_paths": staging_paths, "settings_that_differ": settings_that_differ, "compositions_forced_on_one_host": compositions_forced_on_one_host}
 
 if __name__ == "__main__":
     name, rank, world, port, workdir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
