@@ -1,7 +1,7 @@
 """Collective and point-to-point latency and bandwidth: ucxcoll and gloo
 side by side (CPU tensors), or ucxcoll and nccl (--device cuda).
 
-    python benchmarks/bench_collectives.py [--nproc 2] [--ops ...] [--sizes ...] [--json out.json]
+    python benchmarks/bench_collectives.py [--nproc 2] [--ops ...] [--sizes ...] [--json out.json] [--plot DIR]
     python benchmarks/bench_collectives.py --device cuda --nproc <GPUs>
     python benchmarks/bench_collectives.py --hosts 2 --nproc 2   (as root)
 
@@ -22,7 +22,13 @@ Starts --nproc ranks on this machine (or runs as one rank under torchrun).
 Every rank joins a ucxcoll group and a gloo group; each (operation, size)
 runs on both in the same processes, on the same buffers. Per iteration the
 ranks first meet in a barrier of the backend being measured, then rank 0
-times one operation; the table shows the median after warm-up.
+times one operation; the table shows the median after warm-up. A line on
+stderr after each row says how many rows are done and about how long the
+rest will take. Rank 0 also times one core's memcpy of each size, the
+bound for the bandwidth on one host. --json (default
+benchmarks/results/bench_collectives.json) keeps every figure with the
+machine, versions and date; --plot DIR draws them (plot_results.py, which
+also regenerates benchmarks/RESULTS.md from the JSON alone).
 
 Operations: all_gather_into_tensor, all_gather, all_reduce,
 reduce_scatter_tensor, all_to_all_single, and (root 0) broadcast, reduce,
@@ -90,6 +96,7 @@ def run_rank(args) -> None:
     partner = world // int(os.environ.get("BENCH_HOSTS", "1")) if int(os.environ.get("BENCH_HOSTS", "1")) > 1 else 1
     groups = {"ucxcoll": dist.group.WORLD, reference: dist.new_group(backend=reference)}
     rows = []
+    total, started = len(args.ops) * len(args.sizes), time.monotonic()
     for operation in args.ops:
         for size in args.sizes:
             count = max(1, size // 4)
@@ -168,15 +175,52 @@ def run_rank(args) -> None:
                     "iterations": timed,
                 }
             row["speedup"] = row[reference]["median_us"] / row["ucxcoll"]["median_us"]
+            if rank == 0 and args.device == "cpu":
+                row["copy_gbps"] = copy_gbps(count * 4)
             rows.append(row)
             if rank == 0:
                 print_row(row, flush=True)
+                elapsed = time.monotonic() - started
+                left = elapsed / len(rows) * (total - len(rows))
+                print(f"[{len(rows)}/{total} rows, {elapsed:.0f} s so far, about {left:.0f} s left]", file=sys.stderr,
+                      flush=True)
     if rank == 0 and args.json:
         with open(args.json, "w") as out:
             json.dump({"world_size": world, "hosts": int(os.environ.get("BENCH_HOSTS", "1")),
                        "link": json.loads(os.environ.get("BENCH_LINK", "null")), "torch": torch.__version__,
-                       "rows": rows}, out, indent=1)
+                       "machine": machine(), "rows": rows}, out, indent=1)
     dist.destroy_process_group()
+
+
+def copy_gbps(size: int) -> float:
+    """One core's memcpy bandwidth for `size` bytes (GB/s, median): the
+    bound that bandwidth on one host is read against."""
+    import torch
+
+    source = torch.ones(max(1, size // 4), dtype=torch.float32)
+    target = torch.empty_like(source)
+    warmup, timed = iterations_for(size)
+    times = []
+    for index in range(warmup + timed):
+        start = time.perf_counter()
+        target.copy_(source)
+        if index >= warmup:
+            times.append(time.perf_counter() - start)
+    return source.numel() * 4 / statistics.median(times) / 1e9
+
+
+def machine() -> dict:
+    """Where and when the run was: for the report (plot_results.py)."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
+    except OSError:
+        pass
+    commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    return {"cpu": cpu, "cores": os.cpu_count(), "commit": commit, "python": sys.version.split()[0],
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def human(size: int) -> str:
@@ -281,7 +325,16 @@ def launch(args) -> int:
                 env["GLOO_SOCKET_IFNAME"] = "eth0"
                 command = [HOSTS_SCRIPT, "run", str(rank // args.nproc), rig, "--", *command]
             procs.append(subprocess.Popen(command, env=env))
-        return max(proc.wait() for proc in procs)
+        failed = max(proc.wait() for proc in procs)
+        if not failed and args.plot and args.json:
+            import plot_results
+
+            with open(args.json) as source:
+                result = json.load(source)
+            label = os.path.splitext(os.path.basename(args.json))[0]
+            for png in plot_results.plot(result, label, args.plot):
+                print(f"# plot: {png}")
+        return failed
     finally:
         if args.hosts:
             subprocess.run([HOSTS_SCRIPT, "down", rig])
@@ -296,6 +349,8 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=SIZES)
     parser.add_argument("--json", default="benchmarks/results/bench_collectives.json",
                         help="where to write the results ('' for nowhere)")
+    parser.add_argument("--plot", metavar="DIR",
+                        help="also write PNG plots of the results there (needs matplotlib; plot_results.py)")
     parser.add_argument("--hosts", type=int, default=0,
                         help="run on this many simulated hosts, --nproc ranks each (root; scripts/hosts.sh)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

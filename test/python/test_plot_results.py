@@ -1,0 +1,53 @@
+"""benchmarks/plot_results.py: the report's tables say what the JSON says,
+and every operation gets a plot that is a real PNG (matplotlib is pinned in
+requirements.txt, so this runs wherever the tests do)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "plot_results.py"
+
+
+def result(hosts: int = 1) -> dict:
+    rows = []
+    for operation in ("all_reduce", "broadcast"):
+        for size, ucx_us, gloo_us in ((8, 9.5, 150.25), (4096, 20.0, 400.0), (1 << 20, 300.0, 1200.0)):
+            rows.append({"operation": operation, "bytes": size, "world_size": 2, "device": "cpu",
+                         "ucxcoll": {"median_us": ucx_us, "busbw_gbps": size / ucx_us / 1e3, "iterations": 10},
+                         "gloo": {"median_us": gloo_us, "busbw_gbps": size / gloo_us / 1e3, "iterations": 10},
+                         "speedup": gloo_us / ucx_us, "copy_gbps": 12.5})
+    return {"world_size": 2 * hosts, "hosts": hosts, "torch": "2.15.0",
+            "link": {"tcp_stream_gbps": 1.25, "tcp_one_way_us": 4.5} if hosts > 1 else None,
+            "machine": {"cpu": "Test CPU", "cores": 2, "commit": "abc1234", "date": "2026-12-07 00:00 UTC"},
+            "rows": rows}
+
+
+def test_report_tables_and_plots_come_from_the_json(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (requirements.txt pins it)")
+    from PIL import Image
+
+    for name, hosts in (("one_host", 1), ("two_hosts", 2)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(result(hosts)))
+    report = tmp_path / "RESULTS.md"
+    plots = tmp_path / "plots"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "one_host.json"), str(tmp_path / "two_hosts.json"),
+                           "--plots", str(plots), "--markdown", str(report)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = report.read_text()
+    lines = text.splitlines()
+    # One host: the bound is the memcpy in the row; two hosts: the link.
+    assert "| all_reduce | 8 B | 9.5 | 150.2 | 0.00 | 0.00 | 12.50 | 15.82x |" in lines, text
+    assert "| broadcast | 1 MiB | 300.0 | 1200.0 | 3.50 | 0.87 | 1.25 | 4.00x |" in lines, text
+    assert "2 ranks on one machine, Test CPU (2 cores), torch 2.15.0, ucxcoll abc1234, 2026-12-07 00:00 UTC" in lines
+    assert "2 simulated hosts x 2 ranks, Test CPU (2 cores), torch 2.15.0, ucxcoll abc1234, 2026-12-07 00:00 UTC" in lines
+    for name in ("one_host", "two_hosts"):
+        for operation in ("all_reduce", "broadcast"):
+            png = plots / f"{name}-{operation}.png"
+            with Image.open(png) as image:
+                assert image.format == "PNG" and image.size[0] > 500 and image.size[1] > 200, png
+            assert f"![{png.name}](plots/{png.name})" in lines, text
