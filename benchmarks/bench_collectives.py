@@ -58,6 +58,8 @@ import subprocess
 import sys
 import time
 
+from plot_results import bus_factor, human
+
 SIZES = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20]
 OPERATIONS = ["all_gather_into_tensor", "all_gather", "all_reduce", "reduce_scatter_tensor", "all_to_all_single",
               "broadcast", "reduce", "gather", "scatter", "ping_pong", "bidirectional"]
@@ -158,17 +160,7 @@ def run_rank(args) -> None:
                 median = statistics.median(times)
                 if operation == "ping_pong":
                     median /= 2  # one way
-                    factor = 1
-                elif operation == "bidirectional":
-                    factor = 2
-                elif operation == "all_reduce":
-                    factor = 2 * (world - 1) / world
-                elif operation in ("reduce_scatter_tensor", "all_to_all_single"):
-                    factor = (world - 1) / world
-                elif operation in ("reduce", "broadcast"):
-                    factor = 1
-                else:  # all_gather, gather, scatter
-                    factor = world - 1
+                factor = bus_factor(operation, world)
                 row[backend] = {
                     "median_us": median * 1e6,
                     "busbw_gbps": factor * count * 4 / median / 1e9,
@@ -221,13 +213,6 @@ def machine() -> dict:
                             capture_output=True, text=True).stdout.strip()
     return {"cpu": cpu, "cores": os.cpu_count(), "commit": commit, "python": sys.version.split()[0],
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-
-
-def human(size: int) -> str:
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
 
 
 def header(reference: str) -> str:

@@ -324,7 +324,12 @@ def main() -> None:
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as out:
+            from importlib.metadata import version
+
+            from bench_collectives import machine
+
             json.dump({"nproc": args.nproc, "cores": cores, "pages": args.pages, "bound_factor": factor, "rows": table,
+                       "torch": version("torch"), "machine": machine(),
                        "mpi_library": mpi["library"] if mpi else None, "mpi_left_out": why_not or None,
                        "back_to_back_us": {"ucxcoll": loop_u, "ucxcoll_no_flight_recorder": loop_nofr,
                                            "fake": loop_f, "mpi": mpi["back_to_back_us"] if mpi else None}},

@@ -24,6 +24,32 @@ KNOWN_BACKENDS = ["ucxcoll", "gloo", "nccl", "mpi"]
 BACKEND_LABELS = {"ucxcoll": "ucxcoll", "gloo": "gloo", "nccl": "nccl", "mpi": "Open MPI"}
 
 
+def bus_factor(operation: str, world: int) -> float:
+    """Bus bandwidth over size / time, as nccl-tests define it."""
+    if operation in ("ping_pong", "reduce", "broadcast"):
+        return 1
+    if operation == "bidirectional":
+        return 2
+    if operation == "all_reduce":
+        return 2 * (world - 1) / world
+    if operation in ("reduce_scatter_tensor", "all_to_all_single"):
+        return (world - 1) / world
+    return world - 1  # all_gather, gather, scatter
+
+
+def normalized(result: dict) -> dict:
+    """bench_small.py's JSON (nproc; rows with p50s, fake_us and an mpi
+    entry, no bandwidth) in bench_collectives.py's shape."""
+    if "world_size" not in result and "nproc" in result:
+        result = dict(result, world_size=result["nproc"], hosts=1)
+    for row in result["rows"]:
+        for value in row.values():
+            if isinstance(value, dict) and "median_us" in value and "busbw_gbps" not in value:
+                factor = bus_factor(row["operation"], result["world_size"])
+                value["busbw_gbps"] = factor * row["bytes"] / (value["median_us"] * 1e-6) / 1e9
+    return result
+
+
 def human(size: int) -> str:
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= scale:
@@ -71,6 +97,7 @@ def describe(result: dict) -> str:
 
 def plot(result: dict, label: str, directory: str) -> list:
     """Writes one PNG per operation; returns their paths."""
+    result = normalized(result)
     try:
         import matplotlib
     except ImportError as missing:
@@ -92,6 +119,9 @@ def plot(result: dict, label: str, directory: str) -> list:
                          label=BACKEND_LABELS.get(backend, backend), **style)
             bandwidth.plot([p[0] for p in points], [p[1]["busbw_gbps"] for p in points],
                            label=BACKEND_LABELS.get(backend, backend), **style)
+        if all("fake_us" in row for row in mine):
+            latency.plot(sizes, [row["fake_us"] for row in mine], linestyle="--", color="gray",
+                         label="torch's own dispatch (fake backend)")
         bounds = [bound_of(result, row) for row in mine]
         if all(bounds):
             bandwidth.plot(sizes, [b[0] for b in bounds], linestyle="--", color="gray", label=bounds[0][1])
@@ -103,7 +133,7 @@ def plot(result: dict, label: str, directory: str) -> list:
             axes.set_xlabel("message size (bytes per rank)")
             axes.set_ylabel(what)
             axes.grid(True, which="major", alpha=0.3)
-            axes.legend()
+            axes.legend(fontsize=8, framealpha=0.85)
         figure.suptitle(f"{operation}: {describe(result)}", fontsize=10)
         figure.tight_layout()
         path = os.path.join(directory, f"{label}-{operation}.png")
@@ -116,6 +146,7 @@ def plot(result: dict, label: str, directory: str) -> list:
 def table(result: dict) -> str:
     """The rows as a Markdown table: each backend's median and bus
     bandwidth, the bound, and the reference backend's time over ucxcoll's."""
+    result = normalized(result)
     rows = result["rows"]
     backends = backends_of(rows)
     reference = next((b for b in backends if b != "ucxcoll"), None)
@@ -166,7 +197,7 @@ def main() -> None:
     results, plots = [], {}
     for path in args.results:
         with open(path) as source:
-            result = json.load(source)
+            result = normalized(json.load(source))
         label = os.path.splitext(os.path.basename(path))[0]
         results.append((label, result))
         if not args.no_plots:

@@ -51,3 +51,22 @@ def test_report_tables_and_plots_come_from_the_json(tmp_path):
             with Image.open(png) as image:
                 assert image.format == "PNG" and image.size[0] > 500 and image.size[1] > 200, png
             assert f"![{png.name}](plots/{png.name})" in lines, text
+
+
+def test_bench_small_json_gets_open_mpi_and_computed_bandwidth(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (requirements.txt pins it)")
+    rows = [{"operation": "all_reduce", "bytes": size,
+             "ucxcoll": {"median_us": 10.0, "p90_us": 12.0, "correct": True},
+             "gloo": {"median_us": 200.0, "p90_us": 250.0, "correct": True},
+             "fake_us": 4.0, "mpi": {"median_us": 1.0}, "bound_us": 7.0} for size in (8, 4096)]
+    (tmp_path / "small.json").write_text(json.dumps({"nproc": 2, "cores": 2, "rows": rows}))
+    report = tmp_path / "RESULTS.md"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "small.json"), "--plots", str(tmp_path / "plots"),
+                           "--markdown", str(report)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = report.read_text().splitlines()
+    # Columns: ucxcoll, gloo, Open MPI us; their GB/s (2(n-1)/n x 4096 B / time); no bound; gloo / ucxcoll.
+    assert "| operation | size | ucxcoll us | gloo us | Open MPI us | ucxcoll GB/s | gloo GB/s | Open MPI GB/s | " \
+           "bound GB/s | gloo / ucxcoll |" in lines
+    assert "| all_reduce | 4 KiB | 10.0 | 200.0 | 1.0 | 0.41 | 0.02 | 4.10 |  | 20.00x |" in lines
+    assert (tmp_path / "plots" / "small-all_reduce.png").stat().st_size > 10000
