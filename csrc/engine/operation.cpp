@@ -137,10 +137,11 @@ std::vector<int> Operation::peersAwaited() const {
       continue;
     }
     const auto index = static_cast<std::size_t>(peer);
-    if (index < listed.size() ? !listed[index] : std::find(peers.begin(), peers.end(), peer) == peers.end()) {
-      if (index < listed.size()) {
-        listed[index] = true;
-      }
+    if (index >= listed.size()) {
+      listed.resize(index + 1);
+    }
+    if (!listed[index]) {
+      listed[index] = true;
       peers.push_back(peer);
     }
   }

@@ -71,6 +71,21 @@ std::optional<std::string> getText(const std::vector<uint8_t>& in, std::size_t& 
   return text;
 }
 
+// A process: its pid (4 bytes) and start time (8), 12 bytes in all.
+constexpr std::size_t kProcessBytes = 12;
+
+void putProcess(std::vector<uint8_t>& out, const ProcessIdentity& process) {
+  putUint(out, static_cast<uint32_t>(process.pid), 4);
+  putUint(out, static_cast<uint32_t>(process.startTime), 4);
+  putUint(out, static_cast<uint32_t>(process.startTime >> 32), 4);
+}
+
+// The process at `at`; the caller has checked that kProcessBytes are there.
+ProcessIdentity getProcess(const std::vector<uint8_t>& in, std::size_t at) {
+  return ProcessIdentity{static_cast<pid_t>(getUint(in, at, 4)),
+                         getUint(in, at + 4, 4) | (uint64_t{getUint(in, at + 8, 4)} << 32)};
+}
+
 // The first 4 bytes of an entry that says why its rank cannot take part,
 // where a real one has its channel number: the rank refused (a setting it
 // cannot use, no UCX), or a rank that watched its process saw it die.
@@ -160,9 +175,7 @@ std::vector<uint8_t> encodeWho(const Who& who) {
   for (const std::string* text : {&who.hostIdentity, &who.pidNamespace, &who.hostName}) {
     putText(value, *text);
   }
-  putUint(value, static_cast<uint32_t>(who.process.pid), 4);
-  putUint(value, static_cast<uint32_t>(who.process.startTime), 4);
-  putUint(value, static_cast<uint32_t>(who.process.startTime >> 32), 4);
+  putProcess(value, who.process);
   return value;
 }
 
@@ -179,11 +192,10 @@ Who decodeWho(const std::vector<uint8_t>& value, int rank) {
     }
     *text = std::move(*read);
   }
-  if (value.size() < at + 12) {
+  if (value.size() < at + kProcessBytes) {
     throw malformed();
   }
-  who.process.pid = static_cast<pid_t>(getUint(value, at, 4));
-  who.process.startTime = getUint(value, at + 4, 4) | (uint64_t{getUint(value, at + 8, 4)} << 32);
+  who.process = getProcess(value, at);
   return who;
 }
 
@@ -346,9 +358,7 @@ GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::
   for (const std::string* text : {&host, &pidNamespace, &settings, &name, &myNetworkInterfaces}) {
     putText(mine, *text);
   }
-  putUint(mine, static_cast<uint32_t>(me.pid), 4);
-  putUint(mine, static_cast<uint32_t>(me.startTime), 4);
-  putUint(mine, static_cast<uint32_t>(me.startTime >> 32), 4);
+  putProcess(mine, me);
   putUint(mine, static_cast<uint32_t>(usableCores()), 4);
   mine.insert(mine.end(), myAddress.begin(), myAddress.end());
 
@@ -440,16 +450,15 @@ GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::
     }
     result.hostNames.push_back(text());
     result.networkInterfaces.push_back(text());
-    if (value.size() < at + 16) {
+    if (value.size() < at + kProcessBytes + 4) {
       throw malformed();
     }
-    ProcessIdentity process{static_cast<pid_t>(getUint(value, at, 4)),
-                            getUint(value, at + 4, 4) | (uint64_t{getUint(value, at + 8, 4)} << 32)};
+    const ProcessIdentity process = getProcess(value, at);
     result.hosts.push_back(hostNumbers.emplace(peerHost, static_cast<int>(hostNumbers.size())).first->second);
     HostLoad& load = hostLoads[peerHost];
     ++load.ranks;
-    load.cores = std::min(load.cores, getUint(value, at + 12, 4));
-    at += 16;
+    load.cores = std::min(load.cores, getUint(value, at + kProcessBytes, 4));
+    at += kProcessBytes + 4;
     result.channels.push_back(getUint(value, 0, 4));
     const bool sameHost = peer == rank || (peerHost == host && !config().peersOnOtherHosts);
     if (sameHost) {
