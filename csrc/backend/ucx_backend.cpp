@@ -114,6 +114,14 @@ std::shared_ptr<Group> UcxBackend::connectGroup(const GroupRendezvous& peers, in
   }
   group->setRanksOutnumberCores(peers.ranksOutnumberCores);
   group->setHostNames(peers.hostNames);
+  // A group that connects lazily finds a rank unreachable at its first
+  // message, and says so as setup would have.
+  auto places = std::make_shared<GroupRendezvous>();
+  places->hostNames = peers.hostNames;
+  places->networkInterfaces = peers.networkInterfaces;
+  group->setUnreachableDescription([places, mine = engine_->networkInterfaces()](const std::vector<int>& ranks) {
+    return describeUnreachable(ranks, *places, mine);
+  });
   group->setHosts(peers.hosts);
   engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
   // Hooks may be Python callables: run them on a future thread, never on

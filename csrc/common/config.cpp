@@ -105,6 +105,7 @@ Config parseConfig(const EnvironmentLookup& lookup) {
   c.peerLivenessMilliseconds =
       read.integer("UCXCOLL_PEER_LIVENESS_MS", c.peerLivenessMilliseconds, kMinPeerLivenessMilliseconds,
                    kMaxPeerLivenessMilliseconds, " (milliseconds)");
+  c.connect = read.choice("UCXCOLL_CONNECT", c.connect, {"auto", "eager", "lazy"});
   if (const char* devices = read.get("UCXCOLL_NET_DEVICES")) {
     if (parseInterfaceList(devices)) {
       c.networkDevices = devices;

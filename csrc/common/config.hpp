@@ -72,6 +72,15 @@ struct Config {
   // they have to answer; those that do not are unreachable (a host that is
   // down, a cut link) and the group fails naming them.
   long peerLivenessMilliseconds = 2000;
+  // UCXCOLL_CONNECT: when a group connects to its ranks. "eager" connects
+  // to every rank at setup, so that a rank it cannot reach fails
+  // init_process_group; "lazy" connects to a rank when the first message
+  // goes to or comes from it, so that a rank holds connections only to the
+  // ranks it talks to (a ring's two neighbours, a tree's parent and
+  // children), and a rank it cannot reach fails that first operation;
+  // "auto" is eager up to kEagerConnectMaxRanks ranks, where a full mesh
+  // costs little and errors at init help most, and lazy above.
+  std::string connect = "auto";
   // UCXCOLL_NET_DEVICES: which network interfaces UCX may use, as an
   // NCCL-style list (common/interface_list.hpp); "" chooses automatically
   // (transport/network_devices.hpp). It wins over UCX_NET_DEVICES.
@@ -82,6 +91,7 @@ struct Config {
   std::vector<std::string> problems;
 };
 
+inline constexpr int kEagerConnectMaxRanks = 64;
 inline constexpr long kMaxSpinMicroseconds = 1'000'000;
 inline constexpr long kMaxSmallMessageBytes = 1L << 30;
 inline constexpr long kMaxExitGraceMilliseconds = 3'600'000;

@@ -973,7 +973,7 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
                                            const std::vector<std::vector<uint8_t>>& addresses,
                                            std::vector<uint32_t> peerChannels,
                                            const std::vector<ProcessIdentity>& processes,
-                                           const std::vector<bool>& onOtherHost) {
+                                           const std::vector<bool>& onOtherHost, ConnectWhen connectWhen) {
   return runOnDriver([&] {
     auto group = std::make_shared<Group>(name, rank, size, channel, std::vector<PeerHandle>{}, std::move(peerChannels));
     if (!processes.empty()) {
@@ -996,49 +996,42 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
         gone.push_back(peer);
       }
     }
-    // A peer already dead does not make the setup throw: the group is made
-    // failed instead, and its first operation raises naming the rank. Ranks
-    // whose setup finished before the death learn of it at their first
-    // operation too, so every survivor leaves init_process_group alike; an
-    // init that raised on some ranks only would leave torch's group
-    // numbering different on them, and their next init_process_group (the
-    // recovery) would wait for each other under different store keys.
     const bool goneBefore = !gone.empty();
+    group->addresses_ = addresses;
+    group->peers_.assign(addresses.size(), nullptr);
+    const std::string& mode = config().connect;
+    const bool atSetup =
+        connectWhen == ConnectWhen::AtSetup || (connectWhen == ConnectWhen::AsConfigured &&
+                                                (mode == "eager" || (mode == "auto" && size <= kEagerConnectMaxRanks)));
     std::vector<int> left;         // alive, but no longer running ucxcoll
     std::vector<int> unreachable;  // no route from here to what they offer
-    for (std::size_t peer = 0; peer < addresses.size(); ++peer) {
-      const int peerRank = static_cast<int>(peer);
-      if (std::find(gone.begin(), gone.end(), peerRank) != gone.end()) {
-        group->peers_.push_back(nullptr);  // never used: the group is failed
+    for (int peer = 0; peer < static_cast<int>(addresses.size()); ++peer) {
+      // This process itself always, so that a transport that cannot even
+      // reach its own address fails the setup.
+      if ((!atSetup && peer != rank) || std::find(gone.begin(), gone.end(), peer) != gone.end()) {
         continue;
       }
-      const bool remote = peer < onOtherHost.size() && onOtherHost[peer];
-      try {
-        group->peers_.push_back(
-            transport_->connect(addresses[peer], remote ? PeerLocation::OtherHost : PeerLocation::ThisHost));
-      } catch (const UnreachableError&) {
-        // Every such peer is named, not just the first.
-        unreachable.push_back(peerRank);
-        group->peers_.push_back(nullptr);
-      } catch (const Error&) {
-        // A peer that exits while we connect takes its shared memory along,
-        // and UCX says only that: name the dead rank instead. A peer that
-        // lives on but has already closed ucxcoll (its setup finished
-        // first, its group failed, and it destroyed it) has left: it too
-        // makes the group failed rather than this init raise, for the
-        // reason above.
-        if (peerRank == rank || !group->process(peerRank).known()) {
-          throw;
-        }
-        if (processAlive(group->process(peerRank))) {
-          if (!transport_->hasLeft(addresses[peer])) {
-            throw;
-          }
-          left.push_back(peerRank);
-        } else {
-          gone.push_back(peerRank);
-        }
-        group->peers_.push_back(nullptr);
+      // Every peer that cannot be reached is named, not just the first. A
+      // dead peer, or one that left, does not make the setup throw: the
+      // group is made failed instead, and its first operation raises naming
+      // the rank. Ranks whose setup finished before the death learn of it
+      // at their first operation too, so every survivor leaves
+      // init_process_group alike; an init that raised on some ranks only
+      // would leave torch's group numbering different on them, and their
+      // next init_process_group (the recovery) would wait for each other
+      // under different store keys.
+      switch (tryConnect(*group, peer).outcome) {
+        case Reach::Connected:
+          break;
+        case Reach::Unreachable:
+          unreachable.push_back(peer);
+          break;
+        case Reach::Left:
+          left.push_back(peer);
+          break;
+        case Reach::Gone:
+          gone.push_back(peer);
+          break;
       }
     }
     if (!unreachable.empty()) {
@@ -1065,6 +1058,56 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
     groups_.push_back(group);
     return group;
   });
+}
+
+Engine::ReachResult Engine::tryConnect(Group& group, int peer) {
+  const auto index = static_cast<std::size_t>(peer);
+  try {
+    group.peers_[index] = transport_->connect(
+        group.addresses_[index], group.onOtherHost(peer) ? PeerLocation::OtherHost : PeerLocation::ThisHost);
+    return {Reach::Connected, {}};
+  } catch (const UnreachableError& error) {
+    return {Reach::Unreachable, error.what()};
+  } catch (const Error& error) {
+    // A peer that exits while we connect takes its shared memory along,
+    // and UCX says only that: name the dead rank instead. A peer that lives
+    // on but has already closed ucxcoll (its setup finished first, its
+    // group failed, and it destroyed it) has left.
+    if (peer == group.rank() || !group.process(peer).known()) {
+      throw;
+    }
+    if (processAlive(group.process(peer))) {
+      if (!transport_->hasLeft(group.addresses_[index])) {
+        throw;
+      }
+      return {Reach::Left, error.what()};
+    }
+    return {Reach::Gone, error.what()};
+  }
+}
+
+PeerHandle Engine::reach(Group& group, int peer) {
+  const ReachResult result = tryConnect(group, peer);
+  std::string why;
+  switch (result.outcome) {
+    case Reach::Connected:
+      return group.peer(peer);
+    case Reach::Unreachable:
+      why = group.describeUnreachable_ ? group.describeUnreachable_({peer})
+                                       : describeRanks(group, {peer}) + " cannot be reached: " + result.detail;
+      break;
+    case Reach::Left:
+      why = describeRanks(group, {peer}) +
+            " had closed ucxcoll before this rank first connected to it (destroyed or shut down its groups)";
+      break;
+    case Reach::Gone:
+      why = describeRanks(group, {peer}) + " died before this rank first connected to it " + exitedOnThisHost(1);
+      break;
+  }
+  group.deadRanks_.insert(std::upper_bound(group.deadRanks_.begin(), group.deadRanks_.end(), peer), peer);
+  group.setFailure(why);
+  UCXCOLL_DEBUG("group \"" << group.name() << "\": " << why);
+  return nullptr;
 }
 
 void Engine::notePeerDied(const ProcessIdentity& process) {
@@ -1149,7 +1192,9 @@ void Engine::failGroupPeers(Group& group, std::vector<int> ranks, const std::str
     return;
   }
   for (int peer : ranks) {
-    transport_->peerGone(group.peer(peer));
+    if (PeerHandle handle = group.peer(peer)) {  // never connected: nothing to drop
+      transport_->peerGone(handle);
+    }
     group.deadRanks_.push_back(peer);
   }
   std::sort(group.deadRanks_.begin(), group.deadRanks_.end());

@@ -121,7 +121,8 @@ class Engine {
                                      const std::vector<std::vector<uint8_t>>& addresses,
                                      std::vector<uint32_t> peerChannels,
                                      const std::vector<ProcessIdentity>& processes = {},
-                                     const std::vector<bool>& onOtherHost = {});
+                                     const std::vector<bool>& onOtherHost = {},
+                                     ConnectWhen connectWhen = ConnectWhen::AsConfigured);
   // After the collectives submitted before it: end the group's pending
   // point-to-point transfers (AbortedError), refuse new operations and
   // release its channel. With `wait`, returns once done. The peers are told
@@ -248,6 +249,19 @@ class Engine {
   void handlePeerDeaths();
   // Fail the groups whose connection to a peer on another host broke.
   void handleFailedConnections();
+  // Connects to group rank `peer` (group.peer(peer) afterwards). Where that
+  // fails because of the peer (no route to it, it left, it died), says so;
+  // any other failure throws.
+  enum class Reach { Connected, Unreachable, Left, Gone };
+  struct ReachResult {
+    Reach outcome;
+    std::string detail;  // what the transport said, where it failed
+  };
+  ReachResult tryConnect(Group& group, int peer);
+  // A lazily connecting group's first message to or from `peer`: its
+  // connection, made now; null where it cannot be made, and then the rank
+  // is gone from the group and the group failed, saying why.
+  PeerHandle reach(Group& group, int peer);
   // Have a driver make a pass soon, even if nothing is in flight.
   void wakeDriver();
   // Mark `ranks` of `group` gone because of `why` (empty: their processes on

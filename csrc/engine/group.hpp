@@ -23,6 +23,9 @@ namespace ucxcoll {
 
 class Operation;
 
+// When a group connects to its ranks (see Config::connect).
+enum class ConnectWhen { AsConfigured, AtSetup, OnFirstMessage };
+
 class Group {
  public:
   // `peers[r]` reaches group rank r (this rank included); `peerChannels[r]`
@@ -35,7 +38,19 @@ class Group {
   int size() const { return size_; }
   uint32_t channel() const { return channel_; }
   uint32_t peerChannel(int rank) const { return peerChannels_[static_cast<std::size_t>(rank)]; }
+  // Null until this process connects to the rank: at setup, or where the
+  // group connects lazily, at the first message to or from it.
   PeerHandle peer(int rank) const { return peers_[static_cast<std::size_t>(rank)]; }
+  // How many ranks (this one included) this process has connected to.
+  int connectedRanks() const {
+    return static_cast<int>(std::count_if(peers_.begin(), peers_.end(), [](PeerHandle p) { return p != nullptr; }));
+  }
+  // Says why `ranks` cannot be reached, for a rank that turns out to be
+  // unreachable at its first message (group setup knows their hosts and
+  // network devices); set once, before the group's first operation.
+  void setUnreachableDescription(std::function<std::string(const std::vector<int>&)> describe) {
+    describeUnreachable_ = std::move(describe);
+  }
   const tag::CollectiveLayout& layout() const { return layout_; }
 
   // Collective sequence numbers, in issue order. The caller makes "take a
@@ -97,6 +112,8 @@ class Group {
   int size_;
   uint32_t channel_;
   std::vector<PeerHandle> peers_;
+  std::vector<std::vector<uint8_t>> addresses_;  // indexed by group rank, for connecting on first use
+  std::function<std::string(const std::vector<int>&)> describeUnreachable_;
   std::vector<uint32_t> peerChannels_;
   std::vector<ProcessIdentity> processes_;  // indexed by group rank
   bool ranksOutnumberCores_ = false;

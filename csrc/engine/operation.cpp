@@ -58,7 +58,11 @@ Request& Operation::sendTagged(int peer, uint64_t tag, const void* data, std::si
   Request& request = requests_.emplace_back(*this, peer, bytes, false);
   ++outstanding_;
   if (!refuseGonePeer(request)) {
-    engine_->transport_->send(group_->peer(peer), tag, data, bytes, mode, request);
+    if (PeerHandle to = connection(peer)) {
+      engine_->transport_->send(to, tag, data, bytes, mode, request);
+    } else {
+      refuseGonePeer(request);
+    }
   }
   return request;
 }
@@ -67,9 +71,22 @@ Request& Operation::recvTagged(int peer, uint64_t tag, uint64_t mask, void* data
   Request& request = requests_.emplace_back(*this, peer, bytes, true);
   ++outstanding_;
   if (!refuseGonePeer(request)) {
-    engine_->transport_->recv(peer >= 0 ? group_->peer(peer) : nullptr, tag, mask, data, bytes, request);
+    PeerHandle from = peer >= 0 ? connection(peer) : nullptr;
+    if (peer < 0 || from != nullptr) {
+      engine_->transport_->recv(from, tag, mask, data, bytes, request);
+    } else {
+      refuseGonePeer(request);
+    }
   }
   return request;
+}
+
+PeerHandle Operation::connection(int peer) {
+  PeerHandle handle = group_->peer(peer);
+  // A group that connects lazily connects to a rank at the first message
+  // to or from it: a receive too, so that the transport reports the
+  // connection's failure while this rank waits for the peer.
+  return handle != nullptr ? handle : engine_->reach(*group_, peer);
 }
 
 // A message to or from a rank the group lost (one that left keeps its

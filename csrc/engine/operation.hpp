@@ -184,6 +184,9 @@ class Operation {
 
   void requestEnded(Request& request);
   bool refuseGonePeer(Request& request);
+  // Group rank `peer`'s connection, made now if this is the first message
+  // to or from it; null where it cannot be made (the rank is then gone).
+  PeerHandle connection(int peer);
   // Record the first failure; the engine takes it from there.
   void fail(std::exception_ptr error);
   std::string describeMissingPeers() const;

@@ -141,7 +141,8 @@ class Cluster {
   // different hosts reach each other through the network transport alone.
   std::vector<std::shared_ptr<Group>> makeGroup(const std::string& name, std::vector<int> members = {},
                                                 const std::vector<ProcessIdentity>& processes = {},
-                                                const std::vector<int>& hosts = {}) {
+                                                const std::vector<int>& hosts = {},
+                                                ConnectWhen connectWhen = ConnectWhen::AsConfigured) {
     if (members.empty()) {
       for (int r = 0; r < size(); ++r) {
         members.push_back(r);
@@ -161,7 +162,7 @@ class Cluster {
       }
       views.push_back(engine(members[i])
                           .createGroup(name, static_cast<int>(i), static_cast<int>(members.size()), channels[i],
-                                       addresses, channels, processes, onOtherHost));
+                                       addresses, channels, processes, onOtherHost, connectWhen));
       if (!hosts.empty()) {
         views.back()->setHosts(hosts);
       }

@@ -31,6 +31,7 @@ TEST_CASE("an empty environment gives the defaults and no problem", "[config]") 
   CHECK(c.sharedMemory);
   CHECK_FALSE(c.peersOnOtherHosts);
   CHECK(c.peerLivenessMilliseconds == 2000);
+  CHECK(c.connect == "auto");
   // An empty value counts as unset.
   CHECK(parse({{"UCXCOLL_SPIN_US", ""}}).problems.empty());
 }
@@ -49,7 +50,8 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
                     {"UCXCOLL_EXIT_GRACE_MS", "0"},
                     {"UCXCOLL_SHARED_MEMORY", "0"},
                     {"UCXCOLL_PEERS_ON_OTHER_HOSTS", "1"},
-                    {"UCXCOLL_PEER_LIVENESS_MS", "100"}});
+                    {"UCXCOLL_PEER_LIVENESS_MS", "100"},
+                    {"UCXCOLL_CONNECT", "lazy"}});
   CHECK(c.problems.empty());
   CHECK(c.logLevel == LogLevel::Debug);
   CHECK(c.spinMicroseconds == 1000000);
@@ -65,6 +67,8 @@ TEST_CASE("valid settings are taken, at the ends of their ranges too", "[config]
   CHECK_FALSE(c.sharedMemory);
   CHECK(c.peersOnOtherHosts);
   CHECK(c.peerLivenessMilliseconds == 100);
+  CHECK(c.connect == "lazy");
+  CHECK(parse({{"UCXCOLL_CONNECT", "eager"}}).connect == "eager");
 }
 
 TEST_CASE("each bad value is named with what the variable takes, and keeps the default", "[config]") {
@@ -96,6 +100,7 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
        "UCXCOLL_PEER_LIVENESS_MS=99: expected an integer from 100 to 3600000 (milliseconds)"},
       {"UCXCOLL_PEER_LIVENESS_MS", "2s",
        "UCXCOLL_PEER_LIVENESS_MS=2s: expected an integer from 100 to 3600000 (milliseconds)"},
+      {"UCXCOLL_CONNECT", "on_demand", "UCXCOLL_CONNECT=on_demand: expected one of auto, eager, lazy"},
       {"UCXCOLL_LOG_LEVEL", "verbose", "UCXCOLL_LOG_LEVEL=verbose: expected one of error, warn, info, debug"},
       {"UCXCOLL_LOG_LEVEL", "WARN", "UCXCOLL_LOG_LEVEL=WARN: expected one of error, warn, info, debug"},
       {"UCXCOLL_ALLGATHER_ALGO", "tree",
@@ -123,6 +128,7 @@ TEST_CASE("each bad value is named with what the variable takes, and keeps the d
     CHECK(c.sharedMemory == defaults.sharedMemory);
     CHECK(c.logLevel == defaults.logLevel);
     CHECK(c.allreduceAlgorithm == defaults.allreduceAlgorithm);
+    CHECK(c.connect == defaults.connect);
   }
 }
 

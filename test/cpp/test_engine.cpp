@@ -625,6 +625,94 @@ TEST_CASE("engine: a group whose peer has already closed ucxcoll is set up faile
   engine->stop();
 }
 
+TEST_CASE("engine: a group that connects lazily connects to a rank at the first message to or from it",
+          "[engine][peers]") {
+  // A ring all-gather talks to two neighbours: a rank of a lazily
+  // connecting group then holds three connections (itself, left, right)
+  // where an eagerly connecting one holds one to every rank. A direct
+  // all-gather then talks to every rank, and connects the rest.
+  const Wire wire = GENERATE(Wire::Loopback, Wire::SharedMemory, Wire::Ucx, Wire::SharedMemoryUcx);
+  INFO(wireName(wire));
+  constexpr int kRanks = 6;
+  Cluster cluster(kRanks, wire);
+  auto eager = cluster.makeGroup("eager", {}, {}, {}, ConnectWhen::AtSetup);
+  auto lazy = cluster.makeGroup("lazy", {}, {}, {}, ConnectWhen::OnFirstMessage);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    CHECK(eager[rank]->connectedRanks() == kRanks);
+    CHECK(lazy[rank]->connectedRanks() == 1);
+  }
+  auto allgather = [&](const char* what,
+                       Task (*algorithm)(Collective&, const void*, std::span<void* const>, std::size_t)) {
+    checkNoFailures(runRanks(kRanks, [&](int rank) {
+      std::vector<int32_t> gathered(kRanks * 3, -1);
+      std::vector<void*> blocks;
+      for (int r = 0; r < kRanks; ++r) {
+        blocks.push_back(gathered.data() + 3 * r);
+      }
+      const std::array<int32_t, 3> mine{rank, 10 * rank, 100 * rank};
+      submitCollective(cluster.engine(rank), lazy[rank], what, [&](Collective& c) {
+        return algorithm(c, mine.data(), blocks, sizeof(mine));
+      }).wait();
+      for (int r = 0; r < kRanks; ++r) {
+        expect(gathered[3 * r] == r && gathered[3 * r + 1] == 10 * r && gathered[3 * r + 2] == 100 * r,
+               "rank " + std::to_string(rank) + " gathered rank " + std::to_string(r) + "'s block");
+      }
+    }));
+  };
+  allgather("all_gather (ring)", &allgatherRing);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    INFO("rank " << rank);
+    CHECK(lazy[rank]->connectedRanks() == 3);
+    CHECK(lazy[rank]->peer((rank + 1) % kRanks) != nullptr);
+    CHECK(lazy[rank]->peer((rank + kRanks - 1) % kRanks) != nullptr);
+  }
+  allgather("all_gather (direct)", &allgatherDirect);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    CHECK(lazy[rank]->connectedRanks() == kRanks);
+  }
+}
+
+TEST_CASE(
+    "engine: a lazily connecting group whose peer has closed ucxcoll fails its first operation to it, naming "
+    "the rank",
+    "[engine][peers]") {
+  // As the eager case above, but found at the first message: setup does
+  // not connect, so it succeeds, and the barrier that first talks to rank 1
+  // fails with the group, saying why. The group stays failed.
+  const Wire wire = GENERATE(Wire::SharedMemory, Wire::SharedMemoryUcx);
+  INFO(wireName(wire));
+  LoopbackFabric fabric;
+  auto engine = std::make_unique<Engine>(makeTransport(wire, fabric));
+  std::vector<uint8_t> leftAddress;
+  uint32_t leftChannel = 0;
+  {
+    Engine leaving(makeTransport(wire, fabric));
+    leftAddress = leaving.address();
+    leftChannel = leaving.openChannel();
+    leaving.stop();
+  }
+  const uint32_t channel = engine->openChannel();
+  std::shared_ptr<Group> group;
+  REQUIRE_NOTHROW(group =
+                      engine->createGroup("g", 0, 2, channel, {engine->address(), leftAddress}, {channel, leftChannel},
+                                          {thisProcess(), thisProcess()}, {}, ConnectWhen::OnFirstMessage));
+  CHECK_FALSE(group->failed());
+  const std::string cause = "rank 1 (pid " + std::to_string(thisProcess().pid) +
+                            ") had closed ucxcoll before this rank first connected to it (destroyed or shut down "
+                            "its groups)";
+  auto barrier = submitCollective(*engine, group, "barrier", barrierBody);
+  CHECK(messageOf<PeerGoneError>([&] { barrier.wait(); }) ==
+        "barrier #0 on group \"g\" (rank 0 of 2, timeout 120000 ms) failed: " + cause);
+  CHECK(group->failure() == cause);
+  CHECK(group->rankGone(1));
+  auto next = submitCollective(*engine, group, "barrier", barrierBody);
+  CHECK(messageOf<Error>([&] { next.wait(); }) ==
+        "barrier #1 on group \"g\" (rank 0 of 2, timeout 120000 ms) was not run: this process group failed earlier: " +
+            cause);
+  group.reset();
+  engine->stop();
+}
+
 TEST_CASE("engine: a group whose peer is already dead is set up failed, and its first operation names the rank",
           "[engine][peers]") {
   ProcessIdentity dead;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 
 #include "cluster.hpp"
 #include "collectives/collective.hpp"
+#include "common/config.hpp"
 #include "setup/rendezvous.hpp"
 
 using namespace ucxcoll;
@@ -317,8 +319,11 @@ TEST_CASE("rendezvous: a second incarnation of a group on the same store gets it
 // (no progress threads: each rank's thread drives its own engine), set up
 // through one in-memory store as the backend sets a group up, then the
 // first all_reduce (8 bytes, the algorithm the group would choose) and a
-// barrier, checked. Prints when each was done on the slowest rank, and the
-// store operations per rank. One process and one "store" on 2 cores: it
+// barrier, checked. Prints when each was done on the slowest rank, the
+// store operations per rank, and how many ranks a rank is connected to
+// after setup and after the barrier (above kEagerConnectMaxRanks the group
+// connects lazily: a rank connects only to the O(log n) ranks the
+// all_reduce and the barrier talk to). One process and one "store" on 2 cores: it
 // measures the algorithm's shape (operations, rounds), not a cluster's
 // network.
 TEST_CASE("start-up simulation: a group of many ranks set up through the store, then all_reduce and barrier",
@@ -334,6 +339,7 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
   struct Milestones {
     double table = 0, group = 0, allreduce = 0, barrier = 0;
     int storeOperations = 0;
+    int connectedAtSetup = 0, connectedAtEnd = 0;
   };
   std::vector<Milestones> reached(static_cast<std::size_t>(n));
   const auto started = Clock::now();
@@ -348,6 +354,7 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     mine.table = seconds();
     auto group = engine.createGroup("simulated", rank, n, channel, table.addresses, table.channels, {}, {});
     mine.group = seconds();
+    mine.connectedAtSetup = group->connectedRanks();
     float values[2] = {static_cast<float>(rank), 1.0f};
     submitCollective(engine, group, "all_reduce", [&](Collective& c) {
       return selectAllreduce(c, values, 2, DataType::Float32, Reduction::Sum);
@@ -357,6 +364,7 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     mine.allreduce = seconds();
     submitCollective(engine, group, "barrier", &barrierDissemination).wait(std::chrono::seconds(600));
     mine.barrier = seconds();
+    mine.connectedAtEnd = group->connectedRanks();
   });
   checkNoFailures(failures);
   Milestones slowest;
@@ -366,13 +374,25 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     slowest.allreduce = std::max(slowest.allreduce, rank.allreduce);
     slowest.barrier = std::max(slowest.barrier, rank.barrier);
     slowest.storeOperations = std::max(slowest.storeOperations, rank.storeOperations);
+    slowest.connectedAtSetup = std::max(slowest.connectedAtSetup, rank.connectedAtSetup);
+    slowest.connectedAtEnd = std::max(slowest.connectedAtEnd, rank.connectedAtEnd);
     CHECK(rank.storeOperations <= kRendezvousStoreOpsPerRank);
+    if (n <= kEagerConnectMaxRanks) {
+      CHECK(rank.connectedAtSetup == n);
+    } else {
+      // Itself; recursive doubling's partners and the fold partner; the
+      // dissemination barrier's 2 log2(n) neighbours.
+      const int rounds = static_cast<int>(std::ceil(std::log2(n)));
+      CHECK(rank.connectedAtSetup == 1);
+      CHECK(rank.connectedAtEnd <= 2 + 3 * rounds);
+    }
   }
   std::printf(
       "start-up simulation, %d ranks as threads: address table complete at %.3f s, group set up at %.3f s, first "
       "all_reduce done at %.3f s, barrier at %.3f s (slowest rank, from the start); at most %d store operations per "
-      "rank\n",
-      n, slowest.table, slowest.group, slowest.allreduce, slowest.barrier, slowest.storeOperations);
+      "rank; connected to at most %d ranks after setup, %d after the barrier\n",
+      n, slowest.table, slowest.group, slowest.allreduce, slowest.barrier, slowest.storeOperations,
+      slowest.connectedAtSetup, slowest.connectedAtEnd);
   for (auto& engine : engines) {
     engine->stop();
   }

@@ -14,24 +14,26 @@ def rank_runs():
     """(check module, world size) -> RankRun, each started on first use."""
     cache = {}
 
-    def get(module: str, world: int) -> RankRun:
-        if (module, world) not in cache:
-            cache[(module, world)] = RankRun(module, world)
-        return cache[(module, world)]
+    def get(module: str, world: int, env: dict | None = None) -> RankRun:
+        key = (module, world, tuple(sorted((env or {}).items())))
+        if key not in cache:
+            cache[key] = RankRun(module, world, extra_env=env)
+        return cache[key]
 
     return get
 
 
-def check_outcome(rank_runs, module: str, world: int, check: str) -> None:
-    """Asserts that `check` passed on every rank (or skips with its reason)."""
-    status, details = rank_runs(module, world).outcome(check)
+def check_outcome(rank_runs, module: str, world: int, check: str, env: dict | None = None) -> None:
+    """Asserts that `check` passed on every rank (or skips with its reason);
+    `env` is added to the ranks' environment."""
+    status, details = rank_runs(module, world, env).outcome(check)
     if status == "skipped":
         pytest.skip(details)
     assert status == "passed", details
 
 
-def processes_exited_cleanly(rank_runs, module: str, world: int) -> None:
-    run = rank_runs(module, world)
+def processes_exited_cleanly(rank_runs, module: str, world: int, env: dict | None = None) -> None:
+    run = rank_runs(module, world, env)
     for rank, (code, output) in enumerate(run.processes):
         assert code == 0, f"rank {rank} exited with {code}:\n{output[-4000:]}"
 

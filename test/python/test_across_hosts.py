@@ -7,6 +7,7 @@ the reason, where namespaces cannot be made (not root)."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -275,6 +276,38 @@ def test_hosts_whose_interfaces_share_a_subnet_but_no_link_fail_setup_on_every_r
         hosts.readdress(1, "eth1", "192.168.101.1/24")
     assert_every_rank_names_the_other_host(hosts, outputs, host0_offers="eth1 192.168.100.1",
                                            host1_offers="eth1 192.168.100.2")
+
+
+def test_a_lazily_connecting_group_names_an_unreachable_host_at_its_first_collective(hosts):
+    # As above, but the group connects to a rank only at the first message
+    # to or from it (UCXCOLL_CONNECT=lazy): setup connects to nobody and
+    # succeeds, and the all_reduce that first talks across the hosts fails
+    # on every rank, naming the rank on the other host it first reached
+    # for, that rank's host and devices, and what this rank offers.
+    body = """
+    try:
+        tensor = torch.full((3,), float(rank))
+        dist.all_reduce(tensor)
+        print("SUM", tensor.tolist(), flush=True)
+    except Exception as error:
+        print("COLLECTIVE_ERROR", type(error).__name__, error, flush=True)
+    """
+    outputs = run_script_on_hosts(hosts, body, env_by_host={1: {"UCXCOLL_NET_DEVICES": "=eth1"}},
+                                  UCXCOLL_CONNECT="lazy")
+    offers = {0: f"eth0 {hosts.address(0)}", 1: "eth1 192.168.101.1"}
+    for rank, output in enumerate(outputs):
+        assert "INIT_ERROR" not in output and "SUM" not in output, output
+        lines = [line for line in output.splitlines() if line.startswith("COLLECTIVE_ERROR ")]
+        assert lines, output
+        _, kind, message = lines[0].split(" ", 2)
+        assert kind == "DistBackendError", output
+        host, other = rank // 2, 1 - rank // 2
+        expected = (rf'all_reduce #0 on group "0" \(rank {rank} of 4, timeout \d+ ms\) failed: no network device '
+                    rf"of this host reaches rank [{2 * other}{2 * other + 1}] \(on host{other}\), which offers "
+                    rf"{re.escape(offers[other])} \(this rank offers {re.escape(offers[host])}\); choose network "
+                    "devices that connect the hosts with UCXCOLL_NET_DEVICES on every host")
+        assert re.search(expected, message), message
+        assert "UCX  " not in output, output
 
 
 def assert_every_rank_names_the_other_host(hosts, outputs: list[str], host1_offers: str,
