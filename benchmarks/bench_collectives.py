@@ -4,6 +4,7 @@ side by side (CPU tensors), or ucxcoll and nccl (--device cuda).
     python benchmarks/bench_collectives.py [--nproc 2] [--ops ...] [--sizes ...] [--json out.json] [--plot DIR]
     python benchmarks/bench_collectives.py --device cuda --nproc <GPUs>
     python benchmarks/bench_collectives.py --hosts 2 --nproc 2   (as root)
+    python benchmarks/bench_collectives.py --hosts 2 --nproc 1 --rails 2 --link-rate 400mbit
 
 With --hosts H the ranks run on H simulated hosts (scripts/hosts.sh:
 network namespaces joined by a bridge, so that only TCP over the hosts'
@@ -12,6 +13,12 @@ places them (ranks 0..nproc-1 on host 0, ...); gloo uses the hosts' eth0.
 The same run first measures the link itself between host 0 and host 1:
 a plain TCP stream (GB/s, one way) and an 8-byte TCP ping-pong (us one
 way), the bounds that the cross-host figures are read against.
+--rails 2 gives each host a second link on a second switch (eth2;
+scripts/hosts.sh rail) and both backends both interfaces
+(UCXCOLL_NET_DEVICES==eth0,eth2, GLOO_SOCKET_IFNAME=eth0,eth2); the link is
+then measured on each rail and the bound is their sum. --link-rate RATE
+limits every link to RATE each way (tc tbf, e.g. 400mbit), so that the
+links, not this machine's cores, bound the transfer.
 
 With --device cuda each rank takes cuda:<rank> and joins a ucxcoll group and
 an nccl group; ucxcoll hands CUDA tensors to torch's ProcessGroupNCCL, so the
@@ -267,16 +274,28 @@ def probe_client(address: str) -> None:
                       "tcp_one_way_us": statistics.median(round_trips[200:]) / 2 * 1e6}), flush=True)
 
 
-def measure_link(rig: str) -> dict:
+RAIL_ADDRESSES = ["10.231.0.2", "10.232.0.2"]  # host 1 on eth0 and on eth2 (scripts/hosts.sh)
+
+
+def measure_rail(rig: str, address: str) -> dict:
     run_on = lambda host, *command: [HOSTS_SCRIPT, "run", str(host), rig, "--", sys.executable, __file__, *command]
     server = subprocess.Popen(run_on(1, "--probe-server"), stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout.readline().strip() == "listening"
-        result = subprocess.run(run_on(0, "--probe-client", "10.231.0.2"), capture_output=True, text=True,
+        result = subprocess.run(run_on(0, "--probe-client", address), capture_output=True, text=True,
                                 check=True, timeout=60)
         return json.loads(result.stdout.strip().splitlines()[-1])
     finally:
         server.wait(timeout=30)
+
+
+def measure_link(rig: str, rails: int, rate: str | None) -> dict:
+    """The link between host 0 and host 1: each rail measured alone, the
+    stream bound their sum."""
+    measured = [measure_rail(rig, address) for address in RAIL_ADDRESSES[:rails]]
+    return {"tcp_stream_gbps": sum(rail["tcp_stream_gbps"] for rail in measured),
+            "tcp_one_way_us": measured[0]["tcp_one_way_us"], "rails": rails,
+            "rail_stream_gbps": [rail["tcp_stream_gbps"] for rail in measured], "rate": rate}
 
 
 def launch(args) -> int:
@@ -286,16 +305,24 @@ def launch(args) -> int:
     if args.hosts:
         subprocess.run([HOSTS_SCRIPT, "up", str(hosts), rig], check=True)
     try:
+        for host in range(hosts if args.hosts else 0):
+            if args.rails == 2:
+                subprocess.run([HOSTS_SCRIPT, "rail", str(host), rig], check=True)
+            if args.link_rate:
+                subprocess.run([HOSTS_SCRIPT, "shape", str(host), args.link_rate, rig], check=True)
         store_address = "10.231.0.1" if args.hosts else "127.0.0.1"
-        link = measure_link(rig) if args.hosts else None
+        link = measure_link(rig, args.rails, args.link_rate) if args.hosts else None
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         where = f"{hosts} simulated hosts x {args.nproc} ranks" if args.hosts else f"{args.nproc} ranks on one machine"
         print(f"# {where} ({args.device} tensors); median of timed iterations after warm-up")
         if link:
-            print(f"# the link between two hosts: TCP stream {link['tcp_stream_gbps']:.2f} GB/s one way, "
-                  f"8 B TCP ping-pong {link['tcp_one_way_us']:.1f} us one way")
+            rails = "" if link["rails"] == 1 else \
+                f" over {link['rails']} rails together ({', '.join(f'{g:.3f}' for g in link['rail_stream_gbps'])})"
+            shaped = f", each link limited to {link['rate']} each way" if link["rate"] else ""
+            print(f"# the link between two hosts: TCP stream {link['tcp_stream_gbps']:.3f} GB/s one way{rails}, "
+                  f"8 B TCP ping-pong {link['tcp_one_way_us']:.1f} us one way{shaped}")
         table_header = header(reference_backend(args.device))
         print(table_header)
         print("|" + "|".join("-" * (len(c)) for c in table_header.split("|")[1:-1]) + "|", flush=True)
@@ -307,7 +334,9 @@ def launch(args) -> int:
             command = [sys.executable, __file__, "--worker", "--device", args.device, "--ops", *args.ops,
                        "--sizes", *map(str, args.sizes), "--json", os.path.abspath(args.json) if args.json else ""]
             if args.hosts:
-                env["GLOO_SOCKET_IFNAME"] = "eth0"
+                env["GLOO_SOCKET_IFNAME"] = "eth0" if args.rails == 1 else "eth0,eth2"
+                if args.rails == 2:
+                    env["UCXCOLL_NET_DEVICES"] = "=eth0,eth2"
                 command = [HOSTS_SCRIPT, "run", str(rank // args.nproc), rig, "--", *command]
             procs.append(subprocess.Popen(command, env=env))
         failed = max(proc.wait() for proc in procs)
@@ -338,6 +367,10 @@ def main() -> None:
                         help="also write PNG plots of the results there (needs matplotlib; plot_results.py)")
     parser.add_argument("--hosts", type=int, default=0,
                         help="run on this many simulated hosts, --nproc ranks each (root; scripts/hosts.sh)")
+    parser.add_argument("--rails", type=int, default=1, choices=[1, 2],
+                        help="with --hosts: links between each pair of hosts (2: a second switch, eth2)")
+    parser.add_argument("--link-rate", metavar="RATE",
+                        help="with --hosts: limit every link to RATE each way (tc tbf rate, e.g. 400mbit)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--probe-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--probe-client", help=argparse.SUPPRESS)

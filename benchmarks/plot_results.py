@@ -18,6 +18,7 @@ matplotlib for the plots (an optional dependency: pip install matplotlib).
 import argparse
 import json
 import os
+import textwrap
 
 # Backends in the order they are drawn and listed; others follow by name.
 KNOWN_BACKENDS = ["ucxcoll", "gloo", "nccl", "mpi"]
@@ -73,7 +74,9 @@ def operations_of(rows: list) -> list:
 def bound_of(result: dict, row: dict):
     """(GB/s, label) the bandwidth of `row` is read against, or None."""
     if result.get("hosts", 1) > 1 and result.get("link"):
-        return result["link"]["tcp_stream_gbps"], "TCP link between hosts"
+        link = result["link"]
+        rails = link.get("rails", 1)
+        return link["tcp_stream_gbps"], "TCP link between hosts" if rails == 1 else f"{rails} TCP links between hosts"
     if "copy_gbps" in row:
         return row["copy_gbps"], "memcpy, one core"
     return None
@@ -84,6 +87,13 @@ def describe(result: dict) -> str:
     hosts = result.get("hosts", 1)
     where = (f"{hosts} simulated hosts x {result['world_size'] // hosts} ranks" if hosts > 1
              else f"{result['world_size']} ranks on one machine")
+    link = result.get("link") or {}
+    if link.get("rails", 1) > 1:
+        where += f", {link['rails']} links between the hosts"
+    if link.get("rate"):
+        where += f" limited to {link['rate']} each way"
+    if link:
+        where += f" (TCP stream {link['tcp_stream_gbps']:.3f} GB/s one way in all)"
     parts = [where]
     if machine.get("cpu"):
         parts.append(f"{machine['cpu']} ({machine.get('cores', '?')} cores)")
@@ -134,7 +144,7 @@ def plot(result: dict, label: str, directory: str) -> list:
             axes.set_ylabel(what)
             axes.grid(True, which="major", alpha=0.3)
             axes.legend(fontsize=8, framealpha=0.85)
-        figure.suptitle(f"{operation}: {describe(result)}", fontsize=10)
+        figure.suptitle(textwrap.fill(f"{operation}: {describe(result)}", 130), fontsize=10)
         figure.tight_layout()
         path = os.path.join(directory, f"{label}-{operation}.png")
         figure.savefig(path, dpi=90)

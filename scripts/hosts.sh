@@ -6,6 +6,10 @@
 #   scripts/hosts.sh address I          host I's address (10.231.0.(I+1))
 #   scripts/hosts.sh extras I [RIG]     give host I the interfaces real hosts have besides their link
 #   scripts/hosts.sh readdress I DEV ADDR/PREFIX [RIG]  give host I's DEV this address instead
+#   scripts/hosts.sh rail I [RIG]       give host I a second link, eth2 (10.232.0.(I+1)), on a second bridge
+#   scripts/hosts.sh unrail I [RIG]     take it away again
+#   scripts/hosts.sh shape I RATE [RIG] limit each of host I's links to RATE each way (tc tbf: "400mbit")
+#   scripts/hosts.sh unshape I [RIG]    lift that limit
 #   scripts/hosts.sh cut I [RIG]        take host I's link down
 #   scripts/hosts.sh heal I [RIG]       bring it back up
 #   scripts/hosts.sh down [RIG]         remove everything RIG made (always safe to run)
@@ -23,6 +27,11 @@
 # that believed their host's cores were theirs would spin on a core that
 # another host's ranks need (UCXCOLL_RIG_SHARED_CORES=1 keeps them shared). RIG (default "ucxh")
 # prefixes every name, so that concurrent rigs do not meet. Needs root.
+#
+# rail: hosts with two links between them (two NICs on two switches, what
+# multi-rail transfers use). shape: a link slower than the CPU's copies, so
+# that what a transfer gets from a link, and from two, can be seen on a
+# machine whose veth links are only as fast as its cores.
 #
 # extras: a docker-like bridge docker0 (172.17.0.1/16, the same address on
 # every host, as docker gives it; a container-like port keeps it up) and
@@ -47,7 +56,7 @@ check() {
     echo "simulated hosts need root (network namespaces)"
     return 1
   fi
-  for tool in ip unshare nsenter; do
+  for tool in ip tc unshare nsenter; do
     command -v "$tool" > /dev/null || { echo "simulated hosts need '$tool'"; return 1; }
   done
   local probe="ucxh-probe-$$"
@@ -143,6 +152,59 @@ extras() {
   ip -n "$ns" link set eth1-end up
 }
 
+rail() {
+  local host="$1"
+  rig_names "${2:-}"
+  local ns
+  ns="$(host_ns "$host")"
+  if ! ip -n "$SWITCH" link show br1 > /dev/null 2>&1; then
+    ip -n "$SWITCH" link add br1 type bridge
+    ip -n "$SWITCH" link set br1 up
+  fi
+  ip link add "$RIG-r$host" netns "$ns" type veth peer name "q$host" netns "$SWITCH"
+  ip -n "$ns" link set "$RIG-r$host" name eth2
+  ip -n "$ns" addr add "10.232.0.$((host + 1))/24" dev eth2
+  ip -n "$ns" link set eth2 up
+  ip -n "$SWITCH" link set "q$host" master br1
+  ip -n "$SWITCH" link set "q$host" up
+}
+
+unrail() {
+  local host="$1"
+  rig_names "${2:-}"
+  ip -n "$(host_ns "$host")" link del eth2  # its switch end goes with it
+}
+
+# Each of host I's links, both ways: the host's end and the switch's.
+host_links() {
+  local host="$1" ns
+  ns="$(host_ns "$host")"
+  echo "$ns eth0"
+  echo "$SWITCH p$host"
+  if ip -n "$ns" link show eth2 > /dev/null 2>&1; then
+    echo "$ns eth2"
+    echo "$SWITCH q$host"
+  fi
+}
+
+shape() {
+  local host="$1" rate="$2"
+  rig_names "${3:-}"
+  local ns device
+  while read -r ns device; do
+    ip netns exec "$ns" tc qdisc replace dev "$device" root tbf rate "$rate" burst 64kb latency 100ms
+  done < <(host_links "$host")
+}
+
+unshape() {
+  local host="$1"
+  rig_names "${2:-}"
+  local ns device
+  while read -r ns device; do
+    ip netns exec "$ns" tc qdisc del dev "$device" root 2> /dev/null || true
+  done < <(host_links "$host")
+}
+
 readdress() {
   local host="$1" device="$2" address="$3"
   rig_names "${4:-}"
@@ -177,12 +239,16 @@ case "$command" in
   address) address "$1" ;;
   extras) extras "$@" ;;
   readdress) readdress "$@" ;;
+  rail) rail "$@" ;;
+  unrail) unrail "$@" ;;
+  shape) shape "$@" ;;
+  unshape) unshape "$@" ;;
   cut) set_link "$1" down "${2:-}" ;;
   heal) set_link "$1" up "${2:-}" ;;
   down) down "${1:-}" ;;
   check) check ;;
   *)
-    sed -n '2,12p' "$0" >&2
+    sed -n '2,16p' "$0" >&2
     exit 2
     ;;
 esac

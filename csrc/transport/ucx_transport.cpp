@@ -6,6 +6,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdarg>
@@ -33,6 +34,9 @@ struct WorkerAddressDeleter {
   ucp_worker_h worker;
   void operator()(ucp_address_t* address) const { ucp_worker_release_address(worker, address); }
 };
+
+// The most devices UCX splits one message across (its UCP_MAX_RAILS).
+constexpr int kMaxRails = 4;
 
 constexpr auto kEndpointCloseTimeout = std::chrono::seconds(2);
 constexpr auto kDiscardTimeout = std::chrono::seconds(2);
@@ -225,11 +229,28 @@ UcxTransport::UcxTransport(const NetworkDevices& networkDevices) {
   ucp_config_t* rawConfig = nullptr;
   check(ucp_config_read(nullptr, nullptr, &rawConfig), "ucp_config_read");
   UcpConfigPtr config(rawConfig);
+  std::string rails;
   if (!networkDevices.ucxValue.empty()) {
     check(ucp_config_modify(config.get(), "NET_DEVICES", networkDevices.ucxValue.c_str()), "ucp_config_modify");
+    // Several devices chosen: a large message is split across all of them
+    // that reach the peer (UCX's rails). UCX splits only its rendezvous
+    // protocol, over at most 2 devices, by default; over TCP messages up to
+    // tens of MiB go as fragmented eager sends, which it does not split at
+    // all, so both limits are raised here unless the user set them.
+    const int devices =
+        static_cast<int>(std::count(networkDevices.ucxValue.begin(), networkDevices.ucxValue.end(), ',')) + 1;
+    if (devices > 1) {
+      const std::string count = std::to_string(std::min(devices, kMaxRails));
+      for (const char* limit : {"MAX_EAGER_RAILS", "MAX_RNDV_RAILS"}) {
+        if (std::getenv((std::string("UCX_") + limit).c_str()) == nullptr) {
+          check(ucp_config_modify(config.get(), limit, count.c_str()), "ucp_config_modify");
+        }
+      }
+      rails = "; large messages split across up to " + count + " of them";
+    }
   }
   if (!networkDevices.reason.empty()) {
-    UCXCOLL_INFO("UCX network devices: " << networkDevices.inUse << " (" << networkDevices.reason << ")");
+    UCXCOLL_INFO("UCX network devices: " << networkDevices.inUse << " (" << networkDevices.reason << ")" << rails);
   }
 
   ucp_params_t params{};

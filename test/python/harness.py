@@ -215,6 +215,14 @@ class SimulatedHosts:
         """Host `host`'s `device` gets `address` ("a.b.c.d/prefix") instead."""
         subprocess.run([str(self.SCRIPT), "readdress", str(host), device, address, self.rig], check=True)
 
+    def add_rail(self, host: int) -> None:
+        """A second link for host `host`, eth2 (10.232.0.(host+1)), on a
+        second switch: see scripts/hosts.sh."""
+        subprocess.run([str(self.SCRIPT), "rail", str(host), self.rig], check=True)
+
+    def remove_rail(self, host: int) -> None:
+        subprocess.run([str(self.SCRIPT), "unrail", str(host), self.rig], check=True)
+
     def cut(self, host: int) -> None:
         subprocess.run([str(self.SCRIPT), "cut", str(host), self.rig], check=True)
 

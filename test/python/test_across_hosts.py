@@ -254,6 +254,48 @@ def test_network_devices_chosen_by_a_list_are_used_and_reported(hosts, variable,
         assert "UCX  " not in output, output  # nothing from UCX itself
 
 
+def test_with_two_links_between_the_hosts_a_large_all_reduce_crosses_both(hosts):
+    # Each host gets a second link (eth2, on a second switch) and the ranks
+    # both interfaces: the bytes a large all_reduce sends across go over
+    # both links, each carrying at least a third of them (UCX splits each
+    # message by the links' bandwidths: equal here), and the sum is exact.
+    # Each rank reads its host's counters around the all_reduce; the two
+    # ranks of a host read the same counters, so rank 0 and rank 2 report.
+    body = """
+    import json
+    def sent():
+        return {device: int(open(f"/sys/class/net/{device}/statistics/tx_bytes").read()) for device in ("eth0", "eth2")}
+    tensor = torch.arange(4 << 20, dtype=torch.float32) + rank
+    dist.barrier()
+    before = sent()
+    dist.all_reduce(tensor)
+    dist.barrier()
+    after = sent()
+    expected = 4 * torch.arange(4 << 20, dtype=torch.float32) + 6
+    print("EXACT", torch.equal(tensor, expected), flush=True)
+    print("SENT", json.dumps({device: after[device] - before[device] for device in after}), flush=True)
+    """
+    for host in range(HOSTS):
+        hosts.add_rail(host)
+    try:
+        outputs = run_script_on_hosts(hosts, body, UCXCOLL_NET_DEVICES="=eth0,eth2", UCXCOLL_LOG_LEVEL="info")
+    finally:
+        for host in range(HOSTS):
+            hosts.remove_rail(host)
+    for rank, output in enumerate(outputs):
+        host = rank // 2
+        assert "EXACT True" in output, output
+        assert (f"UCX network devices: eth0 {hosts.address(host)}, eth2 10.232.0.{host + 1} "
+                "(UCXCOLL_NET_DEVICES==eth0,eth2); large messages split across up to 2 of them") in output, output
+        if rank % 2 == 0:
+            sent = json.loads(next(line for line in output.splitlines() if line.startswith("SENT "))[5:])
+            total = sent["eth0"] + sent["eth2"]
+            # What one host's ranks send the other at the least (16 MiB
+            # buffers, ring or hierarchical): half a buffer.
+            assert total > 8 << 20, sent
+            assert min(sent.values()) > total / 3, sent
+
+
 def test_a_host_whose_ranks_offer_an_interface_that_reaches_nobody_fails_setup_on_every_rank(hosts):
     # Host 1's ranks offer only eth1, which no other host reaches (no
     # route): setup fails on all four ranks at once (the group timeout is

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "plot_results.py"
 
 
-def result(hosts: int = 1) -> dict:
+def result(hosts: int = 1, rails: int = 1) -> dict:
     rows = []
     for operation in ("all_reduce", "broadcast"):
         for size, ucx_us, gloo_us in ((8, 9.5, 150.25), (4096, 20.0, 400.0), (1 << 20, 300.0, 1200.0)):
@@ -22,7 +22,10 @@ def result(hosts: int = 1) -> dict:
                          "gloo": {"median_us": gloo_us, "busbw_gbps": size / gloo_us / 1e3, "iterations": 10},
                          "speedup": gloo_us / ucx_us, "copy_gbps": 12.5})
     return {"world_size": 2 * hosts, "hosts": hosts, "torch": "2.15.0",
-            "link": {"tcp_stream_gbps": 1.25, "tcp_one_way_us": 4.5} if hosts > 1 else None,
+            "link": None if hosts == 1 else
+            {"tcp_stream_gbps": 1.25, "tcp_one_way_us": 4.5} if rails == 1 else
+            {"tcp_stream_gbps": 0.096, "tcp_one_way_us": 30.0, "rails": 2, "rail_stream_gbps": [0.048, 0.048],
+             "rate": "400mbit"},
             "machine": {"cpu": "Test CPU", "cores": 2, "commit": "abc1234", "date": "2026-12-07 00:00 UTC"},
             "rows": rows}
 
@@ -31,11 +34,12 @@ def test_report_tables_and_plots_come_from_the_json(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib is not installed (requirements.txt pins it)")
     from PIL import Image
 
-    for name, hosts in (("one_host", 1), ("two_hosts", 2)):
-        (tmp_path / f"{name}.json").write_text(json.dumps(result(hosts)))
+    names = (("one_host", 1, 1), ("two_hosts", 2, 1), ("two_rails", 2, 2))
+    for name, hosts, rails in names:
+        (tmp_path / f"{name}.json").write_text(json.dumps(result(hosts, rails)))
     report = tmp_path / "RESULTS.md"
     plots = tmp_path / "plots"
-    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "one_host.json"), str(tmp_path / "two_hosts.json"),
+    done = subprocess.run([sys.executable, str(SCRIPT), *(str(tmp_path / f"{name}.json") for name, _, _ in names),
                            "--plots", str(plots), "--markdown", str(report)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     text = report.read_text()
@@ -44,8 +48,13 @@ def test_report_tables_and_plots_come_from_the_json(tmp_path):
     assert "| all_reduce | 8 B | 9.5 | 150.2 | 0.00 | 0.00 | 12.50 | 15.82x |" in lines, text
     assert "| broadcast | 1 MiB | 300.0 | 1200.0 | 3.50 | 0.87 | 1.25 | 4.00x |" in lines, text
     assert "2 ranks on one machine, Test CPU (2 cores), torch 2.15.0, ucxcoll abc1234, 2026-12-07 00:00 UTC" in lines
-    assert "2 simulated hosts x 2 ranks, Test CPU (2 cores), torch 2.15.0, ucxcoll abc1234, 2026-12-07 00:00 UTC" in lines
-    for name in ("one_host", "two_hosts"):
+    assert ("2 simulated hosts x 2 ranks (TCP stream 1.250 GB/s one way in all), Test CPU (2 cores), torch 2.15.0, "
+            "ucxcoll abc1234, 2026-12-07 00:00 UTC") in lines, text
+    # Two links, limited: the bound is both links' stream together.
+    assert ("2 simulated hosts x 2 ranks, 2 links between the hosts limited to 400mbit each way (TCP stream 0.096 "
+            "GB/s one way in all), Test CPU (2 cores), torch 2.15.0, ucxcoll abc1234, 2026-12-07 00:00 UTC") in lines, text
+    assert "| broadcast | 1 MiB | 300.0 | 1200.0 | 3.50 | 0.87 | 0.10 | 4.00x |" in lines, text
+    for name in ("one_host", "two_hosts", "two_rails"):
         for operation in ("all_reduce", "broadcast"):
             png = plots / f"{name}-{operation}.png"
             with Image.open(png) as image:
