@@ -244,9 +244,9 @@ UcxTransport::UcxTransport(const NetworkDevices& networkDevices) {
       for (const char* limit : {"MAX_EAGER_RAILS", "MAX_RNDV_RAILS"}) {
         if (std::getenv((std::string("UCX_") + limit).c_str()) == nullptr) {
           check(ucp_config_modify(config.get(), limit, count.c_str()), "ucp_config_modify");
+          rails = "; large messages split across up to " + count + " of them";
         }
       }
-      rails = "; large messages split across up to " + count + " of them";
     }
   }
   if (!networkDevices.reason.empty()) {
