@@ -15,6 +15,7 @@
 #include "common/error.hpp"
 #include "common/logging.hpp"
 #include "transport/tag.hpp"
+#include "transport/tcp_progress.hpp"
 
 namespace ucxcoll {
 
@@ -114,6 +115,11 @@ std::shared_ptr<Group> UcxBackend::connectGroup(const GroupRendezvous& peers, in
   }
   group->setRanksOutnumberCores(peers.ranksOutnumberCores);
   group->setHostNames(peers.hostNames);
+  std::vector<std::vector<std::string>> networkAddresses;
+  for (const std::string& devices : peers.networkInterfaces) {
+    networkAddresses.push_back(addressesOfDevices(devices));
+  }
+  group->setNetworkAddresses(std::move(networkAddresses));
   // A group that connects lazily finds a rank unreachable at its first
   // message, and says so as setup would have.
   auto places = std::make_shared<GroupRendezvous>();

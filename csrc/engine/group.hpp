@@ -99,6 +99,17 @@ class Group {
   // before the group's first operation. Until then: all on one host.
   void setHosts(const std::vector<int>& hostOf);
   const HostTopology& topology() const { return topology_; }
+  // The network addresses each group rank offers ("" entries where
+  // unknown), as group setup read them; set once, before the group's
+  // first operation.
+  void setNetworkAddresses(std::vector<std::vector<std::string>> addresses) {
+    networkAddresses_ = std::move(addresses);
+  }
+  const std::vector<std::string>& networkAddresses(int rank) const {
+    static const std::vector<std::string> none;
+    return static_cast<std::size_t>(rank) < networkAddresses_.size() ? networkAddresses_[static_cast<std::size_t>(rank)]
+                                                                     : none;
+  }
   // Whether group rank r died, became unreachable or left (driver thread).
   bool rankGone(int rank) const {
     return !deadRanks_.empty() && std::binary_search(deadRanks_.begin(), deadRanks_.end(), rank);
@@ -119,6 +130,7 @@ class Group {
   bool ranksOutnumberCores_ = false;
   std::vector<bool> onOtherHost_;  // indexed by group rank; empty: all on this host
   std::vector<std::string> hostNames_;
+  std::vector<std::vector<std::string>> networkAddresses_;
   HostTopology topology_;
   tag::CollectiveLayout layout_;
   std::atomic<uint64_t> issued_{0};

@@ -14,19 +14,50 @@
 // survivor notices first. With the default 2 s a lost host is named within
 // about 4 s, whatever the group's timeout; waits shorter than the setting,
 // and groups with no rank on another host, cost nothing.
+//
+// The question and its answer travel over the connection that carries the
+// data, so on a slow link they can wait behind a large collective's bytes
+// for longer than the answer is allowed (a 64 MiB all_gather across a 400
+// Mbit/s link named live ranks unreachable). A rank that does not answer
+// is therefore named only if the TCP connections to its host also moved
+// no byte while it was asked (transport/tcp_progress.hpp): a link that
+// moves bytes is not cut, and the host behind it is up; it is asked again.
+// Where no TCP connection leads to its host (RDMA lanes), silence decides.
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/config.hpp"
+#include "common/logging.hpp"
 #include "engine/engine.hpp"
 #include "engine/group.hpp"
 #include "engine/status_query.hpp"
+#include "transport/tcp_progress.hpp"
 
 namespace ucxcoll {
 namespace {
 
 constexpr auto kLivenessScanPeriod = std::chrono::milliseconds(100);
+
+// The bytes exchanged over TCP with each of `peers`' addresses, summed per
+// peer (-1 where no TCP connection leads to any of them).
+std::vector<int64_t> tcpBytesExchanged(const Group& group, const std::vector<int>& peers) {
+  const std::map<std::string, uint64_t> byAddress = tcpBytesByPeerAddress();
+  std::vector<int64_t> bytes;
+  for (int peer : peers) {
+    int64_t sum = -1;
+    for (const std::string& address : group.networkAddresses(peer)) {
+      if (auto found = byAddress.find(address); found != byAddress.end()) {
+        sum = std::max<int64_t>(sum, 0) + static_cast<int64_t>(found->second);
+      }
+    }
+    bytes.push_back(sum);
+  }
+  return bytes;
+}
 
 }  // namespace
 
@@ -73,8 +104,10 @@ void Engine::checkLiveness(Clock::time_point now) {
     auto answers = std::make_shared<Answers>(asked.size());
     const uint32_t id = nextStatusQuery_++ & tag::kMaxInternalValue;
     auto query = std::make_unique<StatusQuery>(op->group_, id, asked, answers, interval);
+    std::vector<int64_t> movedBefore = tcpBytesExchanged(*group, asked);
     query->onComplete = [this, serial = op->serial_, weakGroup = std::weak_ptr<Group>(op->group_),
-                         asked = std::move(asked), answers, interval](std::exception_ptr) {
+                         movedBefore = std::move(movedBefore), asked = std::move(asked), answers,
+                         interval](std::exception_ptr) {
       auto found = inFlight_.find(serial);
       if (found != inFlight_.end()) {
         found->second->livenessQueryOut_ = false;
@@ -84,10 +117,21 @@ void Engine::checkLiveness(Clock::time_point now) {
         return;
       }
       std::vector<int> silent;
+      std::vector<int64_t> movedNow;
       for (std::size_t i = 0; i < asked.size(); ++i) {
-        if ((*answers)[i][0] == '\0') {
-          silent.push_back(asked[i]);
+        if ((*answers)[i][0] != '\0') {
+          continue;
         }
+        if (movedNow.empty()) {
+          movedNow = tcpBytesExchanged(*group, asked);
+        }
+        if (movedBefore[i] >= 0 && movedNow[i] > movedBefore[i]) {
+          UCXCOLL_DEBUG("rank " << asked[i] << " of group \"" << group->name() << "\" did not answer within "
+                                << interval.count() << " ms, but the connections to its host moved "
+                                << movedNow[i] - movedBefore[i] << " bytes meanwhile: asking again");
+          continue;
+        }
+        silent.push_back(asked[i]);
       }
       if (silent.empty()) {
         return;

@@ -1,10 +1,17 @@
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/interface_list.hpp"
 #include "transport/network_devices.hpp"
+#include "transport/tcp_progress.hpp"
 
 using namespace ucxcoll;
 
@@ -136,4 +143,54 @@ TEST_CASE("settings that select nothing this host has raise, listing what it has
   CHECK_THROWS_AS(choose({}, "", std::string("nosuch0")), std::invalid_argument);
   // Exclusions may name what is not there, as NCCL's may.
   CHECK(choose({}, "^=nosuch0").ucxValue == "lo,eth0,eth1,veth12,mlx5_0:1");
+}
+
+TEST_CASE("the addresses of a device list are the literals after each name", "[network]") {
+  CHECK(addressesOfDevices("eth0 10.0.0.7, eth2 10.1.0.7, mlx5_0:1") ==
+        std::vector<std::string>{"10.0.0.7", "10.1.0.7"});
+  CHECK(addressesOfDevices("lo 127.0.0.1") == std::vector<std::string>{"127.0.0.1"});
+  CHECK(addressesOfDevices("eth0 fe80::1") == std::vector<std::string>{"fe80::1"});
+  CHECK(addressesOfDevices("").empty());
+}
+
+TEST_CASE("the bytes moved over this process's TCP connections are counted by peer address", "[network]") {
+  // A connection over loopback: what one end sends and the other receives
+  // shows up under 127.0.0.1 (counted on both ends, as both are ours).
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  REQUIRE(listen(listener, 1) == 0);
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  const int server = accept(listener, nullptr, nullptr);
+  REQUIRE(server >= 0);
+  const uint64_t before = tcpBytesByPeerAddress()["127.0.0.1"];
+  const std::vector<char> data(1 << 16, 'x');
+  std::size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t wrote = write(client, data.data() + sent, data.size() - sent);
+    REQUIRE(wrote > 0);
+    sent += static_cast<std::size_t>(wrote);
+  }
+  std::vector<char> received(data.size());
+  std::size_t got = 0;
+  while (got < received.size()) {
+    const ssize_t read = ::read(server, received.data() + got, received.size() - got);
+    REQUIRE(read > 0);
+    got += static_cast<std::size_t>(read);
+  }
+  const auto after = tcpBytesByPeerAddress();
+  REQUIRE(after.count("127.0.0.1") == 1);
+  // Acknowledged to the client and received by the server: twice the data
+  // at least.
+  CHECK(after.at("127.0.0.1") - before >= 2 * data.size());
+  CHECK(after.count("192.0.2.1") == 0);  // nothing connects there
+  close(server);
+  close(client);
+  close(listener);
 }

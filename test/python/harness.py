@@ -223,6 +223,13 @@ class SimulatedHosts:
     def remove_rail(self, host: int) -> None:
         subprocess.run([str(self.SCRIPT), "unrail", str(host), self.rig], check=True)
 
+    def shape(self, host: int, rate: str) -> None:
+        """Every link of host `host` limited to `rate` each way ("100mbit")."""
+        subprocess.run([str(self.SCRIPT), "shape", str(host), rate, self.rig], check=True)
+
+    def unshape(self, host: int) -> None:
+        subprocess.run([str(self.SCRIPT), "unshape", str(host), self.rig], check=True)
+
     def cut(self, host: int) -> None:
         subprocess.run([str(self.SCRIPT), "cut", str(host), self.rig], check=True)
 

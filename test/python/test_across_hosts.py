@@ -296,6 +296,32 @@ def test_with_two_links_between_the_hosts_a_large_all_reduce_crosses_both(hosts)
             assert min(sent.values()) > total / 3, sent
 
 
+def test_a_large_collective_on_a_slow_link_is_not_taken_for_a_lost_host(hosts):
+    # Links limited to 100 Mbit/s and a liveness question after 200 ms: the
+    # 16 MiB all_reduce keeps the link busy for over a second, and the
+    # answer to the question waits behind its data. The ranks are alive and
+    # the link moves bytes, so nobody is named unreachable: the sum is
+    # exact on every rank (before, every rank raised "rank N (on hostK) of
+    # group "0" is unreachable").
+    body = """
+    tensor = torch.arange(4 << 20, dtype=torch.float32) + rank
+    try:
+        dist.all_reduce(tensor)
+        print("EXACT", torch.equal(tensor, 4 * torch.arange(4 << 20, dtype=torch.float32) + 6), flush=True)
+    except Exception as error:
+        print("COLLECTIVE_ERROR", type(error).__name__, error, flush=True)
+    """
+    for host in range(HOSTS):
+        hosts.shape(host, "100mbit")
+    try:
+        outputs = run_script_on_hosts(hosts, body, UCXCOLL_PEER_LIVENESS_MS="200")
+    finally:
+        for host in range(HOSTS):
+            hosts.unshape(host)
+    for output in outputs:
+        assert "EXACT True" in output, output
+
+
 def test_a_host_whose_ranks_offer_an_interface_that_reaches_nobody_fails_setup_on_every_rank(hosts):
     # Host 1's ranks offer only eth1, which no other host reaches (no
     # route): setup fails on all four ranks at once (the group timeout is
