@@ -28,8 +28,10 @@ per call). Each timed iteration ends with torch.cuda.synchronize().
 Starts --nproc ranks on this machine (or runs as one rank under torchrun).
 Every rank joins a ucxcoll group and a gloo group; each (operation, size)
 runs on both in the same processes, on the same buffers. Per iteration the
-ranks first meet in a barrier of the backend being measured, then rank 0
-times one operation; the table shows the median after warm-up. A line on
+ranks first meet in a barrier of the backend being measured, then every
+rank times one operation; an iteration's time is its slowest rank's (the
+root of a broadcast returns before the others have the data), and the
+table shows the median after warm-up. A line on
 stderr after each row says how many rows are done and about how long the
 rest will take. Rank 0 also times one core's memcpy of each size, the
 bound for the bandwidth on one host. --json (default
@@ -164,6 +166,13 @@ def run_rank(args) -> None:
                     step()
                     sync()
                     times.append(time.perf_counter() - start)
+                # An iteration takes as long as its slowest rank: the root
+                # of a broadcast or scatter may return long before the
+                # others have their data (across hosts, 64 MiB in 31 ms
+                # at the root where the link needs 1.4 s).
+                slowest = torch.tensor(times, dtype=torch.float64)
+                dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=groups["ucxcoll"])
+                times = slowest.tolist()
                 median = statistics.median(times)
                 if operation == "ping_pong":
                     median /= 2  # one way
