@@ -590,6 +590,24 @@ TEST_CASE("engine: a watched peer's death fails the group's pending and later op
         }).empty());
 }
 
+// A 2-rank group of `engine` (rank 0) whose rank 1 is another engine of
+// this process that closed ucxcoll before the group was made: its inbox is
+// gone, its process (this one) lives on.
+std::shared_ptr<Group> groupWithDepartedPeer(Engine& engine, Wire wire, LoopbackFabric& fabric,
+                                             ConnectWhen connectWhen) {
+  std::vector<uint8_t> leftAddress;
+  uint32_t leftChannel = 0;
+  {
+    Engine leaving(makeTransport(wire, fabric));
+    leftAddress = leaving.address();
+    leftChannel = leaving.openChannel();
+    leaving.stop();
+  }
+  const uint32_t channel = engine.openChannel();
+  return engine.createGroup("g", 0, 2, channel, {engine.address(), leftAddress}, {channel, leftChannel},
+                            {thisProcess(), thisProcess()}, {}, connectWhen);
+}
+
 TEST_CASE("engine: a group whose peer has already closed ucxcoll is set up failed, naming the rank, not raising",
           "[engine][peers]") {
   // Rank 1 finished its setup first, its group failed and it closed ucxcoll
@@ -600,18 +618,8 @@ TEST_CASE("engine: a group whose peer has already closed ucxcoll is set up faile
   INFO(wireName(wire));
   LoopbackFabric fabric;
   auto engine = std::make_unique<Engine>(makeTransport(wire, fabric));
-  std::vector<uint8_t> leftAddress;
-  uint32_t leftChannel = 0;
-  {
-    Engine leaving(makeTransport(wire, fabric));
-    leftAddress = leaving.address();
-    leftChannel = leaving.openChannel();
-    leaving.stop();
-  }
-  const uint32_t channel = engine->openChannel();
   std::shared_ptr<Group> group;
-  REQUIRE_NOTHROW(group = engine->createGroup("g", 0, 2, channel, {engine->address(), leftAddress},
-                                              {channel, leftChannel}, {thisProcess(), thisProcess()}, {}));
+  REQUIRE_NOTHROW(group = groupWithDepartedPeer(*engine, wire, fabric, ConnectWhen::AtSetup));
   const std::string cause = "rank 1 (pid " + std::to_string(thisProcess().pid) +
                             ") had closed ucxcoll before this rank connected to the group (destroyed or shut down "
                             "its groups)";
@@ -683,19 +691,8 @@ TEST_CASE(
   INFO(wireName(wire));
   LoopbackFabric fabric;
   auto engine = std::make_unique<Engine>(makeTransport(wire, fabric));
-  std::vector<uint8_t> leftAddress;
-  uint32_t leftChannel = 0;
-  {
-    Engine leaving(makeTransport(wire, fabric));
-    leftAddress = leaving.address();
-    leftChannel = leaving.openChannel();
-    leaving.stop();
-  }
-  const uint32_t channel = engine->openChannel();
   std::shared_ptr<Group> group;
-  REQUIRE_NOTHROW(group =
-                      engine->createGroup("g", 0, 2, channel, {engine->address(), leftAddress}, {channel, leftChannel},
-                                          {thisProcess(), thisProcess()}, {}, ConnectWhen::OnFirstMessage));
+  REQUIRE_NOTHROW(group = groupWithDepartedPeer(*engine, wire, fabric, ConnectWhen::OnFirstMessage));
   CHECK_FALSE(group->failed());
   const std::string cause = "rank 1 (pid " + std::to_string(thisProcess().pid) +
                             ") had closed ucxcoll before this rank first connected to it (destroyed or shut down "
