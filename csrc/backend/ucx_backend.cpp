@@ -76,7 +76,7 @@ UcxBackend::UcxBackend(const UcxBackend& parent, NarrowedGroup narrowed, std::ch
   options_->group_name = groupName_;
   options_->global_ranks_in_group = std::move(globalRanks);
   try {
-    group_ = connectGroup(*narrowed.membership, narrowed.rank, narrowed.channel);
+    group_ = connectGroup(narrowed.membership, narrowed.rank, narrowed.channel);
   } catch (...) {
     engine_->releaseChannel(narrowed.channel);
     throw;
@@ -94,7 +94,7 @@ std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Sto
     TorchStore setupStore(store);
     auto peers = std::make_shared<const GroupRendezvous>(
         rendezvous(setupStore, rank, size, engine_->address(), channel, engine_->networkInterfaces()));
-    std::shared_ptr<Group> group = connectGroup(*peers, rank, channel);
+    std::shared_ptr<Group> group = connectGroup(peers, rank, channel);
     membership = std::move(peers);
     return group;
   } catch (...) {
@@ -103,12 +103,14 @@ std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Sto
   }
 }
 
-std::shared_ptr<Group> UcxBackend::connectGroup(const GroupRendezvous& peers, int rank, uint32_t channel) {
+std::shared_ptr<Group> UcxBackend::connectGroup(const std::shared_ptr<const GroupRendezvous>& membership, int rank,
+                                                uint32_t channel) {
+  const GroupRendezvous& peers = *membership;
   const int size = static_cast<int>(peers.addresses.size());
   std::shared_ptr<Group> group;
   try {
-    group = engine_->createGroup(groupName_, rank, size, channel, peers.addresses, peers.channels, peers.processes,
-                                 peers.onOtherHost);
+    group = engine_->createGroup(groupName_, rank, size, channel, PeerAddresses(membership, &membership->addresses),
+                                 peers.channels, peers.processes, peers.onOtherHost);
   } catch (const UnreachableError& unreachable) {
     throw UnreachableError(describeUnreachable(unreachable.ranks(), peers, engine_->networkInterfaces()),
                            unreachable.ranks());
@@ -121,12 +123,10 @@ std::shared_ptr<Group> UcxBackend::connectGroup(const GroupRendezvous& peers, in
   }
   group->setNetworkAddresses(std::move(networkAddresses));
   // A group that connects lazily finds a rank unreachable at its first
-  // message, and says so as setup would have.
-  auto places = std::make_shared<GroupRendezvous>();
-  places->hostNames = peers.hostNames;
-  places->networkInterfaces = peers.networkInterfaces;
-  group->setUnreachableDescription([places, mine = engine_->networkInterfaces()](const std::vector<int>& ranks) {
-    return describeUnreachable(ranks, *places, mine);
+  // message, and says so as setup would have (from the membership itself,
+  // which the backend keeps anyway).
+  group->setUnreachableDescription([membership, mine = engine_->networkInterfaces()](const std::vector<int>& ranks) {
+    return describeUnreachable(ranks, *membership, mine);
   });
   group->setHosts(peers.hosts);
   engine_->noteRanksOnThisHost(peers.ranksOnThisHost);

@@ -289,7 +289,8 @@ class UcxBackend : public c10d::Backend {
   std::shared_ptr<Group> setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                     std::shared_ptr<const GroupRendezvous>& membership);
   // Connect to the ranks of `membership` as rank `rank` on `channel`.
-  std::shared_ptr<Group> connectGroup(const GroupRendezvous& membership, int rank, uint32_t channel);
+  std::shared_ptr<Group> connectGroup(const std::shared_ptr<const GroupRendezvous>& membership, int rank,
+                                      uint32_t channel);
   // Refuse (fail fast) once the group failed. Called with submitMutex_ held.
   static void checkUsable(const Group& group, const char* opName);
   // The current group (reconfigure() replaces it).

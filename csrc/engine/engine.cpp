@@ -970,8 +970,7 @@ std::string describeRanks(const Group& group, const std::vector<int>& ranks) {
 }  // namespace
 
 std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size, uint32_t channel,
-                                           const std::vector<std::vector<uint8_t>>& addresses,
-                                           std::vector<uint32_t> peerChannels,
+                                           PeerAddresses addresses, std::vector<uint32_t> peerChannels,
                                            const std::vector<ProcessIdentity>& processes,
                                            const std::vector<bool>& onOtherHost, ConnectWhen connectWhen) {
   return runOnDriver([&] {
@@ -997,15 +996,15 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
       }
     }
     const bool goneBefore = !gone.empty();
-    group->addresses_ = addresses;
-    group->peers_.assign(addresses.size(), nullptr);
+    group->peers_.assign(addresses->size(), nullptr);
+    group->addresses_ = std::move(addresses);
     const std::string& mode = config().connect;
     const bool atSetup =
         connectWhen == ConnectWhen::AtSetup || (connectWhen == ConnectWhen::AsConfigured &&
                                                 (mode == "eager" || (mode == "auto" && size <= kEagerConnectMaxRanks)));
     std::vector<int> left;         // alive, but no longer running ucxcoll
     std::vector<int> unreachable;  // no route from here to what they offer
-    for (int peer = 0; peer < static_cast<int>(addresses.size()); ++peer) {
+    for (int peer = 0; peer < size; ++peer) {
       // This process itself always, so that a transport that cannot even
       // reach its own address fails the setup.
       if ((!atSetup && peer != rank) || std::find(gone.begin(), gone.end(), peer) != gone.end()) {
@@ -1064,7 +1063,7 @@ Engine::ReachResult Engine::tryConnect(Group& group, int peer) {
   const auto index = static_cast<std::size_t>(peer);
   try {
     group.peers_[index] = transport_->connect(
-        group.addresses_[index], group.onOtherHost(peer) ? PeerLocation::OtherHost : PeerLocation::ThisHost);
+        (*group.addresses_)[index], group.onOtherHost(peer) ? PeerLocation::OtherHost : PeerLocation::ThisHost);
     return {Reach::Connected, {}};
   } catch (const UnreachableError& error) {
     return {Reach::Unreachable, error.what()};
@@ -1077,7 +1076,7 @@ Engine::ReachResult Engine::tryConnect(Group& group, int peer) {
       throw;
     }
     if (processAlive(group.process(peer))) {
-      if (!transport_->hasLeft(group.addresses_[index])) {
+      if (!transport_->hasLeft((*group.addresses_)[index])) {
         throw;
       }
       return {Reach::Left, error.what()};

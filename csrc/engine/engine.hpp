@@ -117,8 +117,7 @@ class Engine {
   // connections to other hosts: when a peer is gone, every operation of
   // the group, pending or later, fails with PeerGoneError naming its rank.
   // Throws PeerGoneError if one is gone already.
-  std::shared_ptr<Group> createGroup(std::string name, int rank, int size, uint32_t channel,
-                                     const std::vector<std::vector<uint8_t>>& addresses,
+  std::shared_ptr<Group> createGroup(std::string name, int rank, int size, uint32_t channel, PeerAddresses addresses,
                                      std::vector<uint32_t> peerChannels,
                                      const std::vector<ProcessIdentity>& processes = {},
                                      const std::vector<bool>& onOtherHost = {},

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -25,6 +26,10 @@ class Operation;
 
 // When a group connects to its ranks (see Config::connect).
 enum class ConnectWhen { AsConfigured, AtSetup, OnFirstMessage };
+
+// Every rank's transport address, indexed by group rank: shared with
+// whoever set the group up (the backend's membership), not copied.
+using PeerAddresses = std::shared_ptr<const std::vector<std::vector<uint8_t>>>;
 
 class Group {
  public:
@@ -123,7 +128,7 @@ class Group {
   int size_;
   uint32_t channel_;
   std::vector<PeerHandle> peers_;
-  std::vector<std::vector<uint8_t>> addresses_;  // indexed by group rank, for connecting on first use
+  PeerAddresses addresses_;  // for connecting on first use
   std::function<std::string(const std::vector<int>&)> describeUnreachable_;
   std::vector<uint32_t> peerChannels_;
   std::vector<ProcessIdentity> processes_;  // indexed by group rank

@@ -181,7 +181,9 @@ NetworkDevices fromSetting(const HostNetwork& host, const std::string& setting) 
                                 " selects none of this host's network devices that are up and have an address (" +
                                 hostHas(host) + ")");
   }
-  return exactly(host, names, "UCXCOLL_NET_DEVICES=" + setting);
+  NetworkDevices chosen = exactly(host, names, "UCXCOLL_NET_DEVICES=" + setting);
+  chosen.rails = static_cast<int>(names.size());
+  return chosen;
 }
 
 }  // namespace

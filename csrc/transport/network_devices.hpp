@@ -48,6 +48,11 @@ struct NetworkDevices {
   // The devices in use and their addresses, "eth0 10.0.0.7, mlx5_0:1": what
   // peers are offered, for errors that say why a peer cannot be reached.
   std::string inUse;
+  // How many devices one large message may be split across (UCX's rails):
+  // the number the user listed in UCXCOLL_NET_DEVICES; 1 (UCX's defaults
+  // stand) for every automatic choice, which may mix a TCP interface with
+  // RDMA ports, or interfaces that reach no peer.
+  int rails = 1;
 };
 
 // The choice, in this order:

@@ -232,15 +232,13 @@ UcxTransport::UcxTransport(const NetworkDevices& networkDevices) {
   std::string rails;
   if (!networkDevices.ucxValue.empty()) {
     check(ucp_config_modify(config.get(), "NET_DEVICES", networkDevices.ucxValue.c_str()), "ucp_config_modify");
-    // Several devices chosen: a large message is split across all of them
+    // Several devices listed: a large message is split across all of them
     // that reach the peer (UCX's rails). UCX splits only its rendezvous
     // protocol, over at most 2 devices, by default; over TCP messages up to
     // tens of MiB go as fragmented eager sends, which it does not split at
     // all, so both limits are raised here unless the user set them.
-    const int devices =
-        static_cast<int>(std::count(networkDevices.ucxValue.begin(), networkDevices.ucxValue.end(), ',')) + 1;
-    if (devices > 1) {
-      const std::string count = std::to_string(std::min(devices, kMaxRails));
+    if (networkDevices.rails > 1) {
+      const std::string count = std::to_string(std::min(networkDevices.rails, kMaxRails));
       for (const char* limit : {"MAX_EAGER_RAILS", "MAX_RNDV_RAILS"}) {
         if (std::getenv((std::string("UCX_") + limit).c_str()) == nullptr) {
           check(ucp_config_modify(config.get(), limit, count.c_str()), "ucp_config_modify");

@@ -154,6 +154,7 @@ class Cluster {
       channels.push_back(engine(member).openChannel());
       addresses.push_back(engine(member).address());
     }
+    const auto sharedAddresses = std::make_shared<const std::vector<std::vector<uint8_t>>>(std::move(addresses));
     std::vector<std::shared_ptr<Group>> views;
     for (std::size_t i = 0; i < members.size(); ++i) {
       std::vector<bool> onOtherHost;
@@ -162,7 +163,7 @@ class Cluster {
       }
       views.push_back(engine(members[i])
                           .createGroup(name, static_cast<int>(i), static_cast<int>(members.size()), channels[i],
-                                       addresses, channels, processes, onOtherHost, connectWhen));
+                                       sharedAddresses, channels, processes, onOtherHost, connectWhen));
       if (!hosts.empty()) {
         views.back()->setHosts(hosts);
       }

@@ -604,8 +604,10 @@ std::shared_ptr<Group> groupWithDepartedPeer(Engine& engine, Wire wire, Loopback
     leaving.stop();
   }
   const uint32_t channel = engine.openChannel();
-  return engine.createGroup("g", 0, 2, channel, {engine.address(), leftAddress}, {channel, leftChannel},
-                            {thisProcess(), thisProcess()}, {}, connectWhen);
+  const auto addresses =
+      std::make_shared<const std::vector<std::vector<uint8_t>>>(std::vector{engine.address(), leftAddress});
+  return engine.createGroup("g", 0, 2, channel, addresses, {channel, leftChannel}, {thisProcess(), thisProcess()}, {},
+                            connectWhen);
 }
 
 TEST_CASE("engine: a group whose peer has already closed ucxcoll is set up failed, naming the rank, not raising",

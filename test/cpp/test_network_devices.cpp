@@ -86,6 +86,8 @@ TEST_CASE("the automatic choice follows where the job runs", "[network]") {
   CHECK(viaStore.ucxValue == "eth0,mlx5_0:1");
   CHECK(viaStore.inUse == "eth0 10.0.0.7, mlx5_0:1");
   CHECK(viaStore.reason.starts_with("the interface that reaches the store's host 10.0.0.1"));
+  // A TCP interface beside an RDMA port: UCX's rail limits stay its own.
+  CHECK(viaStore.rails == 1);
 
   // The store's host tells nothing (a hostname mapped to 127.0.1.1, an
   // unknown store): everything but loopback and docker ones.
@@ -94,6 +96,7 @@ TEST_CASE("the automatic choice follows where the job runs", "[network]") {
     NetworkDevices blind = choose({.storeHost = store});
     CHECK(blind.ucxValue == "eth0,eth1,veth12,mlx5_0:1");
     CHECK(blind.reason.starts_with("every device but loopback and docker ones"));
+    CHECK(blind.rails == 1);  // some of them may reach no peer
   }
 }
 
@@ -104,7 +107,10 @@ TEST_CASE("UCXCOLL_NET_DEVICES wins over UCX_NET_DEVICES and the automatic choic
   CHECK(exact.inUse == "eth1 192.168.100.1");
   CHECK(exact.reason == "UCXCOLL_NET_DEVICES==eth1");
   CHECK(choose(across, "^lo,eth1,veth").ucxValue == "eth0,mlx5_0:1");
+  CHECK(exact.rails == 1);
   CHECK(choose(across, "eth").ucxValue == "eth0,eth1");
+  // Several listed: a large message may be split across all of them.
+  CHECK(choose(across, "eth").rails == 2);
   CHECK(choose(across, "mlx5").inUse == "mlx5_0:1");
   // Even where every rank is on this host: the user chose.
   CHECK(choose({.storeHost = "localhost", .allRanksOnThisHost = true}, "=eth0").ucxValue == "eth0");

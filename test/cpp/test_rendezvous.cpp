@@ -352,7 +352,9 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     const GroupRendezvous table = rendezvous(counted, rank, n, engine.address(), channel, "lo");
     mine.storeOperations = counted.operations;
     mine.table = seconds();
-    auto group = engine.createGroup("simulated", rank, n, channel, table.addresses, table.channels, {}, {});
+    auto group = engine.createGroup("simulated", rank, n, channel,
+                                    std::make_shared<const std::vector<std::vector<uint8_t>>>(table.addresses),
+                                    table.channels, {}, {});
     mine.group = seconds();
     mine.connectedAtSetup = group->connectedRanks();
     float values[2] = {static_cast<float>(rank), 1.0f};
