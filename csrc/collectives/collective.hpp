@@ -292,6 +292,9 @@ Task alltoallHierarchical(Collective& c, std::span<const Block> sends, std::span
 // choose among the algorithms that run on any ranks (not the compositions):
 // for the phases of a composition. -------------------------------------
 Task selectAllgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
+// Per rank: from this size on, `auto` gathers across hosts hierarchically
+// (select.cpp says what was measured).
+inline constexpr std::size_t kHierarchicalAllgatherMinBytes = 256 * 1024;
 Task selectFlatAllgather(Collective& c, const void* input, std::span<void* const> outputs, std::size_t bytes);
 Task selectBroadcast(Collective& c, void* buffer, std::size_t bytes, int root);
 Task selectFlatBroadcast(Collective& c, void* buffer, std::size_t bytes, int root);

@@ -74,13 +74,22 @@ struct AllgatherCall {
   std::span<void* const> outputs;
   std::size_t bytes;
 };
-// The composition only where asked for: on two simulated hosts of 2 ranks
-// with a core each it lost to the flat choices at 64 KiB and 1 MiB blocks
-// (672 against 226-408 us, 5.6 against 4.1-4.7 ms) and was even at 16-64
-// MiB (63 against 72 ms, 312 against 310 ms): both counterpart flows share
-// the host's one core with the copies.
+// The composition from kHierarchicalAllgatherMinBytes a rank: each block
+// crosses to each other host once, where the flat ring carries n - 1
+// blocks over each host boundary (2 against 3 each way on 2 hosts of 2
+// ranks). Measured on two simulated hosts of 2 ranks (2026-12-07,
+// bench_collectives.py --hosts 2 --nproc 2): with the links limited to 400
+// Mbit/s, so that the link is the bound as between real hosts, 1.51x,
+// 1.48x and 1.20x the flat ring at 1, 16 and 64 MiB; unshaped, where the
+// 2 cores that carry the ranks and both TCP stacks are the bound, even at
+// 64 KiB (399-547 against 396-410 us) and ahead from 256 KiB (869-904
+// against 1079-1100 us, 4 MiB 12.5-14.9 against 15.7 ms, 16 MiB 51
+// against 59 ms, 64 MiB 222 against 249 ms).
+bool largeAllgather(const Collective&, const AllgatherCall& a) {
+  return a.bytes >= kHierarchicalAllgatherMinBytes;
+}
 const std::array<Algorithm<AllgatherCall>, 4> kAllgather{{
-    {"hierarchical", true, acrossHosts, never,
+    {"hierarchical", true, acrossHosts, largeAllgather,
      [](Collective& c, const AllgatherCall& a) { return allgatherHierarchical(c, a.input, a.outputs, a.bytes); }},
     {"direct", false, always, [](const Collective&, const AllgatherCall& a) { return small(a.bytes); },
      [](Collective& c, const AllgatherCall& a) { return allgatherDirect(c, a.input, a.outputs, a.bytes); }},

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <span>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "cluster.hpp"
@@ -562,6 +565,46 @@ TEST_CASE("all_gather hierarchical on every host layout", "[hierarchical]") {
   StagingPolicyScope scope(StagingPolicy::AsConfigured);
   checkAllgatherAcrossHosts(&allgatherHierarchical, "allgatherHierarchical", {Wire::Loopback, Wire::SharedMemory});
   checkAllgatherAcrossHosts(&selectAllgather, "selectAllgather", {Wire::SharedMemory});
+}
+
+TEST_CASE("all_gather selection across hosts: the composition from 256 KiB a rank, the flat choice below",
+          "[hierarchical]") {
+  // Rank 0 selects; the others run what it should take. Ranks that run
+  // different algorithms never match each other's messages and all raise.
+  StagingPolicyScope scope(StagingPolicy::AsConfigured);
+  const std::vector<int> hosts{0, 0, 1, 1};
+  const std::size_t large = kHierarchicalAllgatherMinBytes;
+  for (const auto& [bytes, expected, label] :
+       {std::tuple<std::size_t, AllgatherFn, const char*>{large, &allgatherHierarchical, "hierarchical"},
+        std::tuple<std::size_t, AllgatherFn, const char*>{large - 1, &selectFlatAllgather, "flat"}}) {
+    DYNAMIC_SECTION(bytes << " bytes a rank: " << label) {
+      Cluster cluster(4, Wire::SharedMemory);
+      auto group = cluster.makeGroup("g", {}, {}, hosts);
+      auto failures = runRanks(4, [&, bytes = bytes, expected = expected](int rank) {
+        std::vector<uint8_t> input(bytes);
+        std::vector<uint8_t> output(bytes * 4);
+        std::vector<void*> slots;
+        for (std::size_t p = 0; p < 4; ++p) {
+          slots.push_back(output.data() + p * bytes);
+        }
+        for (std::size_t i = 0; i < bytes; ++i) {
+          input[i] = byteOf(rank, i);
+        }
+        const AllgatherFn algorithm = rank == 0 ? &selectAllgather : expected;
+        const void* in = input.data();
+        std::span<void* const> outs = slots;
+        submitCollective(cluster.engine(rank), group[rank], "all_gather", [=](Collective& c) {
+          return algorithm(c, in, outs, bytes);
+        }).wait();
+        for (std::size_t p = 0; p < 4; ++p) {
+          for (std::size_t i = 0; i < bytes; i += 997) {
+            expect(output[p * bytes + i] == byteOf(static_cast<int>(p), i), "block of rank " + std::to_string(p));
+          }
+        }
+      });
+      checkNoFailures(failures);
+    }
+  }
 }
 
 TEST_CASE("all_gather hierarchical over UCX", "[hierarchical]") {
