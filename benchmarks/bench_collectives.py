@@ -196,7 +196,7 @@ def run_rank(args) -> None:
         with open(args.json, "w") as out:
             json.dump({"world_size": world, "hosts": int(os.environ.get("BENCH_HOSTS", "1")),
                        "link": json.loads(os.environ.get("BENCH_LINK", "null")), "torch": torch.__version__,
-                       "machine": machine(), "rows": rows}, out, indent=1)
+                       "machine": machine(args.device), "rows": rows}, out, indent=1)
     dist.destroy_process_group()
 
 
@@ -217,7 +217,7 @@ def copy_gbps(size: int) -> float:
     return source.numel() * 4 / statistics.median(times) / 1e9
 
 
-def machine() -> dict:
+def machine(device: str = "cpu") -> dict:
     """Where and when the run was: for the report (plot_results.py)."""
     cpu = ""
     try:
@@ -227,8 +227,13 @@ def machine() -> dict:
         pass
     commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    return {"cpu": cpu, "cores": os.cpu_count(), "commit": commit, "python": sys.version.split()[0],
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    where = {"cpu": cpu, "cores": os.cpu_count(), "commit": commit, "python": sys.version.split()[0],
+             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    if device == "cuda":
+        import torch
+
+        where["gpu"] = torch.cuda.get_device_name()
+    return where
 
 
 def header(reference: str) -> str:

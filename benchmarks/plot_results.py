@@ -94,6 +94,8 @@ def describe(result: dict) -> str:
         where += f" limited to {link['rate']} each way"
     if link:
         where += f" (TCP stream {link['tcp_stream_gbps']:.3f} GB/s one way in all)"
+    if any(row.get("device") == "cuda" for row in result["rows"]):
+        where += ", CUDA tensors" + (f" on {machine['gpu']}" if machine.get("gpu") else "")
     parts = [where]
     if machine.get("cpu"):
         parts.append(f"{machine['cpu']} ({machine.get('cores', '?')} cores)")

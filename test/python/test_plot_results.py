@@ -79,3 +79,31 @@ def test_bench_small_json_gets_open_mpi_and_computed_bandwidth(tmp_path):
            "bound GB/s | gloo / ucxcoll |" in lines
     assert "| all_reduce | 4 KiB | 10.0 | 200.0 | 1.0 | 0.41 | 0.02 | 4.10 |  | 20.00x |" in lines
     assert (tmp_path / "plots" / "small-all_reduce.png").stat().st_size > 10000
+
+
+def test_a_gpu_run_plots_nccl_beside_ucxcoll(tmp_path):
+    """bench_collectives.py --device cuda writes nccl as the reference
+    backend, and the machine's GPU: the report names both."""
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (requirements.txt pins it)")
+    from PIL import Image
+
+    rows = [{"operation": "all_reduce", "bytes": size, "world_size": 2, "device": "cuda",
+             "ucxcoll": {"median_us": 30.0, "busbw_gbps": size / 30.0 / 1e3, "iterations": 10},
+             "nccl": {"median_us": 25.0, "busbw_gbps": size / 25.0 / 1e3, "iterations": 10},
+             "speedup": 25.0 / 30.0} for size in (8, 1 << 20)]
+    gpu_run = {"world_size": 2, "hosts": 1, "link": None, "torch": "2.11.0",
+               "machine": {"cpu": "Test CPU", "cores": 16, "gpu": "Test GPU", "commit": "abc1234",
+                           "date": "2026-12-07 00:00 UTC"}, "rows": rows}
+    (tmp_path / "gpu.json").write_text(json.dumps(gpu_run))
+    report = tmp_path / "RESULTS.md"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "gpu.json"), "--plots", str(tmp_path / "plots"),
+                           "--markdown", str(report)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = report.read_text().splitlines()
+    assert ("| operation | size | ucxcoll us | nccl us | ucxcoll GB/s | nccl GB/s | bound GB/s | nccl / ucxcoll |"
+            in lines), lines
+    assert "| all_reduce | 1 MiB | 30.0 | 25.0 | 34.95 | 41.94 |  | 0.83x |" in lines, lines
+    assert ("2 ranks on one machine, CUDA tensors on Test GPU, Test CPU (16 cores), torch 2.11.0, ucxcoll abc1234, "
+            "2026-12-07 00:00 UTC") in lines, lines
+    with Image.open(tmp_path / "plots" / "gpu-all_reduce.png") as image:
+        assert image.format == "PNG" and image.size[0] > 500, image.size
