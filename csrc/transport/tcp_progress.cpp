@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 
 namespace ucxcoll {
@@ -40,14 +41,14 @@ std::string peerAddressOf(int fd) {
 
 std::map<std::string, uint64_t> tcpBytesByPeerAddress() {
   std::map<std::string, uint64_t> bytes;
-  DIR* directory = opendir("/proc/self/fd");
-  if (directory == nullptr) {
+  const std::unique_ptr<DIR, int (*)(DIR*)> directory(opendir("/proc/self/fd"), &closedir);
+  if (!directory) {
     return bytes;
   }
-  while (const dirent* entry = readdir(directory)) {
+  while (const dirent* entry = readdir(directory.get())) {
     char* end = nullptr;
     const long fd = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0' || fd == dirfd(directory)) {
+    if (end == entry->d_name || *end != '\0' || fd == dirfd(directory.get())) {
       continue;
     }
     const std::string peer = peerAddressOf(static_cast<int>(fd));
@@ -58,7 +59,6 @@ std::map<std::string, uint64_t> tcpBytesByPeerAddress() {
     }
     bytes[peer] += info.tcpi_bytes_acked + info.tcpi_bytes_received;
   }
-  closedir(directory);
   return bytes;
 }
 
