@@ -13,8 +13,9 @@ the first half of the ranks, whose all_reduce is checked, and
 destroy_process_group. A row gives, as the median over the repetitions,
 the time until the slowest rank's init_process_group returned (from the
 common start), the slowest rank's new_group call, the most store
-operations any rank made in each, and all ranks' store operations for
-init.
+operations any rank made in each, and all ranks' store operations and
+the bytes all ranks read from the store (the values its gets returned)
+for init.
 
 --ucxcoll-path DIR puts DIR first on the ranks' PYTHONPATH (a checkout's
 torch_ext with its own build of ucxcoll._C), to measure another build of
@@ -66,7 +67,8 @@ def run_rank(args) -> None:
         store.phase = "after"
         dist.destroy_process_group()
         result = dict(init=init_done - started, new_group=new_group_done - init_done,
-                      init_ops=store.counts.get("init", 0), new_group_ops=store.counts.get("new_group", 0))
+                      init_ops=store.counts.get("init", 0), new_group_ops=store.counts.get("new_group", 0),
+                      init_bytes=store.bytes_read.get("init", 0))
         tcp.set(f"result{repetition}/{rank}", json.dumps(result))
     if rank == 0:
         rows = []
@@ -76,7 +78,8 @@ def run_rank(args) -> None:
                              new_group=max(r["new_group"] for r in results),
                              init_ops=max(r["init_ops"] for r in results),
                              new_group_ops=max(r["new_group_ops"] for r in results),
-                             init_ops_total=sum(r["init_ops"] for r in results)))
+                             init_ops_total=sum(r["init_ops"] for r in results),
+                             init_bytes_total=sum(r.get("init_bytes", 0) for r in results)))
         print("ROWS " + json.dumps(rows), flush=True)
     # Rank 0 holds the store: it leaves last.
     if tcp.add("finished", 1) < world and rank == 0:
@@ -126,7 +129,7 @@ def main() -> None:
     print(f"{args.nproc} ranks on {os.cpu_count()} cores, {args.repeat} repetitions (median; time until the slowest "
           "rank returned, from a common start)", flush=True)
     print(f"{'backend':28s} {'init s':>8s} {'new_group s':>12s} {'store ops/rank init':>20s} "
-          f"{'new_group':>10s} {'init, all ranks':>16s}", flush=True)
+          f"{'new_group':>10s} {'init, all ranks':>16s} {'KiB read, all ranks':>20s}", flush=True)
     report = {}
     for label, backend, path in runs:
         if sys.stdout.isatty():
@@ -135,7 +138,8 @@ def main() -> None:
         median = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
         report[label] = rows
         print(f"{label:28s} {median['init']:8.3f} {median['new_group']:12.3f} "
-              f"{median['init_ops']:20.0f} {median['new_group_ops']:10.0f} {median['init_ops_total']:16.0f}",
+              f"{median['init_ops']:20.0f} {median['new_group_ops']:10.0f} {median['init_ops_total']:16.0f} "
+              f"{median['init_bytes_total'] / 1024:20.1f}",
               flush=True)
     if args.json:
         with open(args.json, "w") as out:

@@ -15,18 +15,30 @@ class CountingStore(dist.Store):
         self.key_part = key_part
         self.phase = "init"
         self.counts: dict[str, int] = {}
+        # Bytes that gets returned, by phase; bytes set, by key (counted
+        # keys only).
+        self.bytes_read: dict[str, int] = {}
+        self.bytes_set: dict[str, int] = {}
 
     def _count(self, key: str) -> None:
-        if self.key_part is None or self.key_part in key:
+        if self._counted(key):
             self.counts[self.phase] = self.counts.get(self.phase, 0) + 1
+
+    def _counted(self, key: str) -> bool:
+        return self.key_part is None or self.key_part in key
 
     def set(self, key, value):
         self._count(key)
+        if self._counted(key):
+            self.bytes_set[key] = len(value)
         self.inner.set(key, value)
 
     def get(self, key):
         self._count(key)
-        return self.inner.get(key)
+        value = self.inner.get(key)
+        if self._counted(key):
+            self.bytes_read[self.phase] = self.bytes_read.get(self.phase, 0) + len(value)
+        return value
 
     def add(self, key, value):
         self._count(key)

@@ -33,6 +33,15 @@ std::unique_ptr<KeyValueStore> TorchStore::connectAnother() {
   }
 }
 
+bool TorchStore::check(const std::string& key) {
+  try {
+    return store_->check({key});
+  } catch (const std::exception& error) {  // a failing store's get says so next
+    UCXCOLL_DEBUG("the store cannot check for a key: " << error.what());
+    return true;
+  }
+}
+
 uint64_t jobKey(const c10::intrusive_ptr<c10d::Store>& store) {
   std::random_device entropy;
   std::vector<uint8_t> proposed(8);

@@ -25,6 +25,9 @@ class TorchStore final : public KeyValueStore {
   void set(const std::string& key, const std::vector<uint8_t>& value) override { store_->set(key, value); }
   std::vector<uint8_t> get(const std::string& key) override { return store_->get(key); }
   int64_t add(const std::string& key, int64_t increment) override { return store_->add(key, increment); }
+  // A store written in Python may not implement check: it then says yes,
+  // and the caller's get waits as it would have without asking.
+  bool check(const std::string& key) override;
   std::vector<uint8_t> setIfAbsent(const std::string& key, const std::vector<uint8_t>& value) override {
     return store_->compareSet(key, {}, value);
   }

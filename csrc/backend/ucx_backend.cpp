@@ -14,6 +14,7 @@
 #include "common/config.hpp"
 #include "common/error.hpp"
 #include "common/logging.hpp"
+#include "setup/table_relay.hpp"
 #include "transport/tag.hpp"
 #include "transport/tcp_progress.hpp"
 
@@ -93,7 +94,7 @@ std::shared_ptr<Group> UcxBackend::setUpGroup(const c10::intrusive_ptr<c10d::Sto
   try {
     TorchStore setupStore(store);
     auto peers = std::make_shared<const GroupRendezvous>(
-        rendezvous(setupStore, rank, size, engine_->address(), channel, engine_->networkInterfaces()));
+        relayedRendezvous(setupStore, *engine_, rank, size, channel, engine_->networkInterfaces(), timeout_.load()));
     std::shared_ptr<Group> group = connectGroup(peers, rank, channel);
     membership = std::move(peers);
     return group;

@@ -864,6 +864,14 @@ void Engine::abortAll(const std::string& why) {
   abortEach(all, why);
 }
 
+PeerHandle Engine::connect(const std::vector<uint8_t>& address, PeerLocation location) {
+  return runOnDriver([&] { return transport_->connect(address, location); });
+}
+
+void Engine::abortOperation(uint64_t serial, const std::string& why) {
+  runOnDriver([&] { abortEach({serial}, why); });
+}
+
 void Engine::abortEach(const std::vector<uint64_t>& serials, const std::string& why) {
   // By serial, not by pointer: failing one operation may complete others
   // (the next collective of its group), which callers may then destroy.

@@ -133,6 +133,17 @@ class Engine {
   // abortOperations, then close the group.
   void abortGroup(const std::shared_ptr<Group>& group, const std::string& reason, LeaveReason leaving);
 
+  // A connection to the process at `address` for an operation outside any
+  // group (Operation::sendToProcess), made now and cached by the transport
+  // (a group later reuses it). Throws UnreachableError where no network
+  // device reaches it.
+  PeerHandle connect(const std::vector<uint8_t>& address, PeerLocation location);
+
+  // Fail the operation numbered `serial` (Operation::serial) with
+  // AbortedError(why) if it is still in flight: one that waits for what
+  // will not come (setup/table_relay.hpp gives up on a relay).
+  void abortOperation(uint64_t serial, const std::string& why);
+
   // Messages this engine dropped because no group of this process can ever
   // receive them (see dropStrayMessages): `foreign` ones decode to a channel
   // this process never opened or to no kind of ours (sent under another job

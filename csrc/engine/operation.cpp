@@ -68,16 +68,34 @@ Request& Operation::sendTagged(int peer, uint64_t tag, const void* data, std::si
 }
 
 Request& Operation::recvTagged(int peer, uint64_t tag, uint64_t mask, void* data, std::size_t bytes) {
-  Request& request = requests_.emplace_back(*this, peer, bytes, true);
+  return postReceive(requests_.emplace_back(*this, peer, bytes, true), tag, mask, data);
+}
+
+Request& Operation::recvUpTo(int peer, uint64_t tag, uint64_t mask, void* data, std::size_t bytes) {
+  return postReceive(requests_.emplace_back(*this, peer, bytes, true, true), tag, mask, data);
+}
+
+// The flag that lets a receive take a shorter message is set before the
+// receive is posted: one that matches a message already there ends inside
+// the transport's recv().
+Request& Operation::postReceive(Request& request, uint64_t tag, uint64_t mask, void* data) {
   ++outstanding_;
   if (!refuseGonePeer(request)) {
+    const int peer = request.peer();
     PeerHandle from = peer >= 0 ? connection(peer) : nullptr;
     if (peer < 0 || from != nullptr) {
-      engine_->transport_->recv(from, tag, mask, data, bytes, request);
+      engine_->transport_->recv(from, tag, mask, data, request.bytes(), request);
     } else {
       refuseGonePeer(request);
     }
   }
+  return request;
+}
+
+Request& Operation::sendToProcess(PeerHandle to, int rank, uint64_t tag, const void* data, std::size_t bytes) {
+  Request& request = requests_.emplace_back(*this, rank, bytes, false);
+  ++outstanding_;
+  engine_->transport_->send(to, tag, data, bytes, SendMode::Standard, request);
   return request;
 }
 
@@ -93,7 +111,7 @@ PeerHandle Operation::connection(int peer) {
 // connection a moment longer, and a send into it would vanish) fails the
 // operation at once, with the group's account of the loss.
 bool Operation::refuseGonePeer(Request& request) {
-  if (request.peer() < 0 || !group_->rankGone(request.peer())) {
+  if (request.peer() < 0 || !group_ || !group_->rankGone(request.peer())) {
     return false;
   }
   group_->notifyFailure();
@@ -108,7 +126,8 @@ void Operation::requestEnded(Request& request) {
   --outstanding_;
   const TransferResult& result = request.result();
   std::string peer = peerName(request);
-  if (request.isReceive() && result.status == TransferStatus::Ok && result.length != request.bytes()) {
+  if (request.isReceive() && result.status == TransferStatus::Ok && result.length != request.bytes() &&
+      !(request.takesShorter() && result.length < request.bytes())) {
     fail(std::make_exception_ptr(MismatchError(name() + ": " + peer + " sent " + std::to_string(result.length) +
                                                " bytes where " + std::to_string(request.bytes()) + " were expected" +
                                                mismatchHint())));

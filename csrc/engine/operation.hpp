@@ -42,14 +42,18 @@ class Operation;
 // One send or receive of an operation.
 class Request final : public Transfer {
  public:
-  Request(Operation& owner, int peer, std::size_t bytes, bool isReceive)
-      : owner_(owner), peer_(peer), bytes_(bytes), isReceive_(isReceive) {}
+  Request(Operation& owner, int peer, std::size_t bytes, bool isReceive, bool takesShorter = false)
+      : owner_(owner), peer_(peer), bytes_(bytes), isReceive_(isReceive), takesShorter_(takesShorter) {}
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
   int peer() const { return peer_; }  // group rank; -1: a receive from any rank
   std::size_t bytes() const { return bytes_; }
   bool isReceive() const { return isReceive_; }
+  // A receive that takes a message shorter than its buffer (its length is
+  // then result().length; Operation::recvUpTo); others fail on any other
+  // size.
+  bool takesShorter() const { return takesShorter_; }
   bool ended() const { return ended_; }
   // Once ended(): what the transport reported (length, sender's tag, ...).
   const TransferResult& result() const { return result_; }
@@ -72,6 +76,7 @@ class Request final : public Transfer {
   int peer_;
   std::size_t bytes_;
   bool isReceive_;
+  bool takesShorter_;
   bool ended_ = false;
   TransferResult result_;
 };
@@ -86,6 +91,8 @@ class Operation {
   Operation& operator=(const Operation&) = delete;
 
   Kind kind() const { return kind_; }
+  // Its number in the engine (Engine::abortOperation); set by submit().
+  uint64_t serial() const { return serial_; }
   Group* group() const { return group_.get(); }
   // Names the operation in errors, e.g. `all_reduce #3 on group "0" (rank
   // 1 of 2, timeout 30000 ms)`: describe() and the group, put together
@@ -118,6 +125,14 @@ class Operation {
   // ---- For the body: messages by raw tag. `peer` is a group rank. --------
   Request& sendTagged(int peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode = SendMode::Standard);
   Request& recvTagged(int peer, uint64_t tag, uint64_t mask, void* data, std::size_t bytes);
+  // recvTagged for a message of at most `bytes` (its length: the request's
+  // result().length).
+  Request& recvUpTo(int peer, uint64_t tag, uint64_t mask, void* data, std::size_t bytes);
+  // For an operation outside any group (group setup, before the group
+  // exists): a send on a connection from Engine::connect, naming the
+  // receiver `rank` in errors. Receives from any rank (recvTagged with
+  // peer -1) need no group either.
+  Request& sendToProcess(PeerHandle to, int rank, uint64_t tag, const void* data, std::size_t bytes);
 
   // co_await op.all(): resumes once every request posted so far has ended.
   struct AllAwaiter {
@@ -183,6 +198,7 @@ class Operation {
   friend class Request;
 
   void requestEnded(Request& request);
+  Request& postReceive(Request& request, uint64_t tag, uint64_t mask, void* data);
   bool refuseGonePeer(Request& request);
   // Group rank `peer`'s connection, made now if this is the first message
   // to or from it; null where it cannot be made (the rank is then gone).

@@ -16,6 +16,8 @@ class KeyValueStore {
   virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
   // Waits until `key` exists (up to the store's own timeout, which throws).
   virtual std::vector<uint8_t> get(const std::string& key) = 0;
+  // Whether `key` exists, without waiting.
+  virtual bool check(const std::string& key) = 0;
   // Adds `increment` to the counter under `key` (0 if absent); the sum.
   virtual int64_t add(const std::string& key, int64_t increment) = 0;
   // Sets `key` to `value` unless it exists; what `key` holds afterwards.

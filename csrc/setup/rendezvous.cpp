@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -211,10 +213,11 @@ class SetupWatch {
   SetupWatch(KeyValueStore& store, std::string prefix, const Who& self)
       : store_(store), prefix_(std::move(prefix)), self_(self) {}
 
-  void watch(int rank, const Who& who) {
+  // Whether it watches it (a death it cannot see is not reported).
+  bool watch(int rank, const Who& who) {
     if (who.hostIdentity != self_.hostIdentity || who.pidNamespace.empty() || who.pidNamespace != self_.pidNamespace ||
         who.process == self_.process) {
-      return;  // another host or pid namespace (its pid means nothing here), or this process
+      return false;  // another host or pid namespace (its pid means nothing here), or this process
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -225,6 +228,23 @@ class SetupWatch {
     }
     if (!peers_->watch(who.process)) {
       died(who.process, true);
+    }
+    return true;
+  }
+
+  // Whether a watched rank died (and its death is in the store where its
+  // part was missing): the table may then be in the store without ever
+  // being relayed (setup/table_relay.hpp).
+  bool sawDeath() const { return sawDeath_.load(); }
+  // Called (on the watch's thread, or here if one died already) once a
+  // watched rank has died; empty: nobody to call.
+  void setDeathListener(std::function<void()> listener) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      deathListener_ = listener;
+    }
+    if (listener && sawDeath_.load()) {
+      listener();
     }
   }
 
@@ -267,6 +287,15 @@ class SetupWatch {
     } catch (const std::exception& error) {
       UCXCOLL_WARN("could not tell the group that rank " << rank << " died during setup: " << error.what());
     }
+    std::function<void()> listener;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      sawDeath_.store(true);
+      listener = deathListener_;
+    }
+    if (listener) {
+      listener();
+    }
   }
 
   KeyValueStore& store_;
@@ -274,8 +303,10 @@ class SetupWatch {
   const Who self_;
   std::mutex mutex_;
   std::vector<std::pair<int, Who>> watched_;  // guarded by mutex_
+  std::function<void()> deathListener_;       // guarded by mutex_
   std::mutex writerMutex_;
   std::unique_ptr<KeyValueStore> writer_;  // guarded by writerMutex_
+  std::atomic<bool> sawDeath_{false};
   // Last: destroyed first, so that its thread (which calls died()) stops
   // before the members above go.
   std::unique_ptr<PeerWatch> peers_;
@@ -337,9 +368,18 @@ void publishSetupFailure(KeyValueStore& store, int rank, int size, const std::st
   }
 }
 
-GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::vector<uint8_t>& myAddress,
-                           uint32_t myChannel, const std::string& myNetworkInterfaces,
-                           const ProcessIdentity& myProcess) {
+struct TreeRendezvous::State {
+  State(KeyValueStore& store, std::string prefix, const Who& self)
+      : store(store), prefix(std::move(prefix)), watch(store, this->prefix, self) {}
+  KeyValueStore& store;
+  const std::string prefix;
+  SetupWatch watch;
+};
+
+TreeRendezvous::TreeRendezvous(KeyValueStore& store, int rank, int size, const std::vector<uint8_t>& myAddress,
+                               uint32_t myChannel, const std::string& myNetworkInterfaces,
+                               const ProcessIdentity& myProcess)
+    : rank_(rank), size_(size), host_(hostIdentity()), pidNamespace_(pidNamespaceIdentity()) {
   const std::string prefix = incarnationPrefix(store, size);
 
   // Entry: the channel (4 bytes, little-endian); the host identity, the
@@ -348,14 +388,12 @@ GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::
   // two for errors);
   // the pid (4 bytes), its start time (8) and the cores it may use (4);
   // then the worker address.
-  const std::string host = hostIdentity();
-  const std::string pidNamespace = pidNamespaceIdentity();
   const std::string settings = groupWideSettings(config());
   const std::string name = hostName();
   const ProcessIdentity& me = myProcess;
   std::vector<uint8_t> mine;
   putUint(mine, myChannel, 4);
-  for (const std::string* text : {&host, &pidNamespace, &settings, &name, &myNetworkInterfaces}) {
+  for (const std::string* text : {&host_, &pidNamespace_, &settings, &name, &myNetworkInterfaces}) {
     putText(mine, *text);
   }
   putProcess(mine, me);
@@ -363,24 +401,109 @@ GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::
   mine.insert(mine.end(), myAddress.begin(), myAddress.end());
 
   // A rank that waits for others says who it is, and watches those it
-  // waits for (SetupWatch). A leaf publishes its part as soon as it joins,
-  // so nobody waits on a leaf that is alive.
-  const Who self{host, pidNamespace, name, me};
+  // waits for (SetupWatch): its children that have children of their own
+  // (a leaf publishes its part as soon as it joins, so nobody waits on a
+  // leaf that is alive), and its parent, which sends it the table.
+  const Who self{host_, pidNamespace_, name, me};
   const std::vector<int> children = treeChildren(rank, size);
   if (!children.empty()) {
     store.set(whoKey(prefix, rank), encodeWho(self));
   }
-  SetupWatch watch(store, prefix, self);
-  if (rank > 0 && rank <= kRendezvousFanOut) {
-    watch.watch(0, decodeWho(store.get(whoKey(prefix, 0)), 0));
+  state_ = std::make_unique<State>(store, prefix, self);
+  if (rank > 0) {
+    parentWatched_ = state_->watch.watch(parent(), decodeWho(store.get(whoKey(prefix, parent())), parent()));
   }
   for (int child : children) {
     if (!treeChildren(child, size).empty()) {
-      watch.watch(child, decodeWho(store.get(whoKey(prefix, child)), child));
+      (void)state_->watch.watch(child, decodeWho(store.get(whoKey(prefix, child)), child));
     }
   }
   std::vector<uint8_t> part = publishPart(store, prefix, rank, size, mine, true);
-  const auto entries = splitTable(rank == 0 ? part : store.get(partKey(prefix, 0)), size);
+  if (rank == 0) {
+    ownTable_ = std::move(part);
+  }
+}
+
+TreeRendezvous::~TreeRendezvous() = default;
+
+int TreeRendezvous::parent() const {
+  return rank_ == 0 ? -1 : (rank_ - 1) / kRendezvousFanOut;
+}
+
+bool TreeRendezvous::tableInStore() {
+  return state_->store.check(partKey(state_->prefix, 0));
+}
+
+std::vector<uint8_t> TreeRendezvous::readTable() {
+  return state_->store.get(partKey(state_->prefix, 0));
+}
+
+static std::string tookTableKey(const std::string& prefix, int rank) {
+  return prefix + "took_table/" + std::to_string(rank);
+}
+
+void TreeRendezvous::noteTableTaken() {
+  state_->store.set(tookTableKey(state_->prefix, rank_), {});
+}
+
+bool TreeRendezvous::childTookTable(int child) {
+  return state_->store.check(tookTableKey(state_->prefix, child));
+}
+
+bool TreeRendezvous::sawDeath() const {
+  return state_->watch.sawDeath();
+}
+
+void TreeRendezvous::setDeathListener(std::function<void()> listener) {
+  state_->watch.setDeathListener(std::move(listener));
+}
+
+std::vector<TreeRendezvous::Child> TreeRendezvous::children(const std::vector<uint8_t>& table) const {
+  const auto entries = splitTable(table, size_);
+  std::vector<Child> children;
+  for (int rank : treeChildren(rank_, size_)) {
+    const auto& value = entries[static_cast<std::size_t>(rank)];
+    if (!value || value->size() < 4) {
+      continue;  // cut off by a refusal above it
+    }
+    const uint32_t channel = getUint(*value, 0, 4);
+    std::size_t at = 4;
+    const std::optional<std::string> childHost = getText(*value, at);
+    if (channel == kRefusalMark || channel == kDeathMark || !childHost) {
+      continue;  // it refused or died: nobody to send to
+    }
+    // Past the pid namespace, settings, hostname and devices and the
+    // process and cores: the worker address.
+    bool complete = true;
+    for (int text = 0; text < 4 && complete; ++text) {
+      complete = getText(*value, at).has_value();
+    }
+    if (!complete || value->size() < at + kProcessBytes + 4) {
+      continue;  // malformed: finish() says so
+    }
+    at += kProcessBytes + 4;
+    children.push_back(Child{rank, channel, *childHost != host_ || config().peersOnOtherHosts,
+                             std::vector<uint8_t>(value->begin() + static_cast<long>(at), value->end())});
+  }
+  return children;
+}
+
+GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::vector<uint8_t>& myAddress,
+                           uint32_t myChannel, const std::string& myNetworkInterfaces,
+                           const ProcessIdentity& myProcess) {
+  TreeRendezvous tree(store, rank, size, myAddress, myChannel, myNetworkInterfaces, myProcess);
+  return tree.finish(rank == 0 ? tree.ownTable() : tree.readTable());
+}
+
+GroupRendezvous TreeRendezvous::finish(const std::vector<uint8_t>& table) {
+  KeyValueStore& store = state_->store;
+  const std::string& prefix = state_->prefix;
+  const int rank = rank_;
+  const int size = size_;
+  const std::string& host = host_;
+  const std::string& pidNamespace = pidNamespace_;
+  const std::string settings = groupWideSettings(config());
+  const auto entries = splitTable(table, size);
 
   // A refusal or a death first, wherever it is: the ranks it cut off are
   // missing. The dead do not read it.

@@ -7,20 +7,27 @@
 // What it costs: the ranks form a tree of fan-out kRendezvousFanOut over
 // the store. Each rank waits for its children's parts of the table, adds
 // its own entry and publishes the result under its own key; rank 0's is
-// the whole table, which every rank reads once. So each rank makes at most
-// kRendezvousStoreOpsPerRank store operations, whatever the group's size (a rank
-// of today's gloo reads every peer's key: n - 1 reads per rank), and the
-// table is complete after about log4(n) store round trips.
+// the whole table, and the table is complete after about log4(n) store
+// round trips. Then the table travels down the same tree over UCX, each
+// rank forwarding it to its children (setup/table_relay.hpp), so each rank
+// makes at most kRendezvousStoreOpsPerRank store operations and reads its
+// children's parts, never the whole table (rank 0 reads its subtree, the
+// whole table; a rank of today's gloo reads every peer's key: n - 1 reads
+// per rank, n x n entries through the store in all). rendezvous() below is
+// the same without the relay: every rank reads the table from the store.
 //
 // A rank that dies while others wait for it: each rank that has children
-// also publishes who it is (its process) as soon as it joins, and the rank
-// waiting for it (its parent; rank 0's children for rank 0) watches its
-// process where it can (this host, this pid namespace). A death is written
-// in place of the dead rank's part, so the table names it and every rank
-// raises at once rather than at the store's timeout. A rank on another
-// host, or one that dies before it joins, is waited for like a late one.
+// also publishes who it is (its process) as soon as it joins, and the ranks
+// waiting for it (its parent, for its part; its children, for the table)
+// watch its process where they can (this host, this pid namespace). A
+// death is written in place of the dead rank's part, so the table names it
+// and every rank raises at once rather than at the store's timeout. A rank
+// on another host, or one that dies before it joins, is waited for like a
+// late one.
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,10 +40,14 @@ namespace ucxcoll {
 inline constexpr int kRendezvousFanOut = 4;
 
 // The most store operations one rank's rendezvous makes: the join counter,
-// its identity, rank 0's identity (rank 0's children), its children's
-// identities and parts, its own part, the whole table. A leaf makes 3 (4
-// under rank 0), and three ranks in four are leaves.
-inline constexpr int kRendezvousStoreOpsPerRank = 2 * kRendezvousFanOut + 5;
+// its identity, its parent's identity, its children's identities and parts,
+// its own part, the whole table (read from the store by rendezvous(), by a
+// relay only where the relay does not come: a parent that died or cannot
+// reach it; such a rank then also says that it took the table from the
+// store, and one that waits long looks whether the table is there, 1, 3,
+// 7, ... s into the wait: setup/table_relay.hpp). A leaf makes 3 (4 with
+// the table from the store), and three ranks in four are leaves.
+inline constexpr int kRendezvousStoreOpsPerRank = 2 * kRendezvousFanOut + 6;
 
 struct GroupRendezvous {
   std::vector<std::vector<uint8_t>> addresses;  // indexed by group rank
@@ -65,12 +76,81 @@ class SettingsMismatch : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// The rendezvous in two halves, for a caller that carries the finished
+// table down the tree itself (setup/table_relay.hpp: over UCX, parent to
+// children) instead of having every rank read all n entries from the
+// store. Rank 0 still publishes the table, where a rank whose parent
+// cannot relay it (dead, on a host that lost its link) reads it.
+class TreeRendezvous {
+ public:
+  // Joins: publishes this rank's entry and, once its children's parts are
+  // in, its part of the table (the whole table at rank 0). Blocks for the
+  // children (up to the store's timeout). `myProcess` is the process this
+  // rank runs in (the tests, whose ranks are threads, name others).
+  TreeRendezvous(KeyValueStore& store, int rank, int size, const std::vector<uint8_t>& myAddress, uint32_t myChannel,
+                 const std::string& myNetworkInterfaces, const ProcessIdentity& myProcess = thisProcess());
+  ~TreeRendezvous();
+  TreeRendezvous(const TreeRendezvous&) = delete;
+  TreeRendezvous& operator=(const TreeRendezvous&) = delete;
+
+  // The rank this one gets the table from: its parent in the tree; -1 at
+  // rank 0.
+  int parent() const;
+  // Rank 0's: the whole table. Empty at other ranks.
+  const std::vector<uint8_t>& ownTable() const { return ownTable_; }
+  // Whether rank 0 has published the table in the store (one store
+  // operation; a store that cannot tell says yes).
+  bool tableInStore();
+  // The table from the store, waiting for it (up to the store's timeout).
+  std::vector<uint8_t> readTable();
+  // A rank that took the table from the store says so (its parent, which
+  // could not send it, may hold the store and be about to raise), and its
+  // parent asks whether `child` has.
+  void noteTableTaken();
+  bool childTookTable(int child);
+  // Whether a rank this one watches (its parent, children with children)
+  // died; its death is then in the store, and the table may never be
+  // relayed.
+  bool sawDeath() const;
+  // `listener` is called once such a death is in the store (on the watch's
+  // thread, or at once if one is already); empty: stop calling.
+  void setDeathListener(std::function<void()> listener);
+  // Whether this rank watches its parent's process (on this host, in this
+  // pid namespace): its death is then seen at once (sawDeath).
+  bool parentWatched() const { return parentWatched_; }
+
+  // This rank's children that the table should go to, from the table:
+  // those with an entry (one that refused or died has nobody to send to).
+  struct Child {
+    int rank;
+    uint32_t channel;
+    bool onOtherHost;
+    std::vector<uint8_t> address;
+  };
+  std::vector<Child> children(const std::vector<uint8_t>& table) const;
+
+  // What the whole table says. Raises on every rank that reads it where a
+  // rank refused or died (naming it), or where any two ranks differ in
+  // groupWideSettings (SettingsMismatch).
+  GroupRendezvous finish(const std::vector<uint8_t>& table);
+
+ private:
+  struct State;
+  const int rank_;
+  const int size_;
+  const std::string host_;          // this host's identity
+  const std::string pidNamespace_;  // this process's pid namespace's
+  std::vector<uint8_t> ownTable_;
+  bool parentWatched_ = false;
+  std::unique_ptr<State> state_;
+};
+
+// The whole rendezvous through the store alone: TreeRendezvous, every
+// rank but 0 reading the table from the store (n entries each).
 // Collective over the group's ranks; raises SettingsMismatch on every rank
 // where any two differ in groupWideSettings; blocks (up to the store's
 // timeout) until every rank has published its address and channel, or
-// raises naming a rank that refused or died meanwhile. `myProcess` is the
-// process this rank runs in (the tests, whose ranks are threads, name
-// others).
+// raises naming a rank that refused or died meanwhile.
 GroupRendezvous rendezvous(KeyValueStore& store, int rank, int size, const std::vector<uint8_t>& myAddress,
                            uint32_t myChannel, const std::string& myNetworkInterfaces,
                            const ProcessIdentity& myProcess = thisProcess());

@@ -305,6 +305,12 @@ inline constexpr uint32_t kShrinkOffer = 12;
 // value: 26 bits of a hash of the new group's name. In a block of four
 // of its own, as every purpose that masks may someday group.
 inline constexpr uint32_t kSubgroupOffer = 16;
+// Group setup (setup/table_relay.hpp): a rank sends its children in the
+// setup tree the table of the group's addresses; value 0: the table's
+// length (8 bytes) and, where it fits, the table; 1: a table that did not.
+// Sent before the group exists, to the channel the receiver published for
+// it.
+inline constexpr uint32_t kSetupTable = 20;
 constexpr uint32_t purposeOf(uint64_t internalTag) {
   return static_cast<uint32_t>((internalTag >> kPurposeShift) & kMaxPurpose);
 }

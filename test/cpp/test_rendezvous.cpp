@@ -28,6 +28,7 @@
 #include "collectives/collective.hpp"
 #include "common/config.hpp"
 #include "setup/rendezvous.hpp"
+#include "setup/table_relay.hpp"
 
 using namespace ucxcoll;
 using namespace ucxcoll::testing;
@@ -70,6 +71,10 @@ class MemoryStore {
     waiters->notify_all();
     return held;
   }
+  bool check(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return values_.count(key) > 0;
+  }
   int64_t add(const std::string& key, int64_t increment) {
     std::lock_guard<std::mutex> lock(mutex_);
     int64_t& counter = counters_[key];
@@ -102,7 +107,16 @@ class CountingStore final : public KeyValueStore {
   }
   std::vector<uint8_t> get(const std::string& key) override {
     count();
-    return shared_.get(key);
+    std::vector<uint8_t> value = shared_.get(key);
+    bytesRead += value.size();
+    if (key.ends_with("/table")) {
+      ++tableReads;
+    }
+    return value;
+  }
+  bool check(const std::string& key) override {
+    count();
+    return shared_.check(key);
   }
   int64_t add(const std::string& key, int64_t increment) override {
     count();
@@ -114,6 +128,8 @@ class CountingStore final : public KeyValueStore {
   }
   std::unique_ptr<KeyValueStore> connectAnother() override { return std::make_unique<CountingStore>(shared_, delay_); }
   int operations = 0;
+  std::size_t bytesRead = 0;
+  int tableReads = 0;  // gets of the whole table
 
  private:
   void count() {
@@ -126,6 +142,20 @@ class CountingStore final : public KeyValueStore {
 
 std::vector<uint8_t> addressOf(int rank) {
   return {static_cast<uint8_t>(rank), static_cast<uint8_t>(rank >> 8), 0xA5};
+}
+
+// Runs a rank's setup; a refusal (invalid_argument) is published as the
+// backend publishes one. Returns the error, empty if none.
+std::string setUpOrRefuse(KeyValueStore& store, int rank, int size, const std::function<void()>& setUp) {
+  try {
+    setUp();
+    return {};
+  } catch (const std::invalid_argument& refusal) {
+    publishSetupFailure(store, rank, size, refusal.what());
+    return std::string("refused: ") + refusal.what();
+  } catch (const std::exception& error) {
+    return error.what();
+  }
 }
 
 struct RankOutcome {
@@ -144,17 +174,12 @@ std::vector<RankOutcome> runGroup(MemoryStore& store, int size, const std::funct
     ranks.emplace_back([&, rank] {
       CountingStore mine(store, storeDelay);
       RankOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
-      try {
+      outcome.error = setUpOrRefuse(mine, rank, size, [&] {
         if (before) {
           before(rank);
         }
         outcome.table = rendezvous(mine, rank, size, addressOf(rank), 1000u + static_cast<uint32_t>(rank), "lo");
-      } catch (const std::invalid_argument& refusal) {
-        publishSetupFailure(mine, rank, size, refusal.what());
-        outcome.error = std::string("refused: ") + refusal.what();
-      } catch (const std::exception& error) {
-        outcome.error = error.what();
-      }
+      });
       outcome.storeOperations = mine.operations;
     });
   }
@@ -162,6 +187,30 @@ std::vector<RankOutcome> runGroup(MemoryStore& store, int size, const std::funct
     thread.join();
   }
   return outcomes;
+}
+
+// A rank's setup step that makes rank `refuser` refuse (a setting out of
+// range), and what every rank must then say.
+std::function<void(int)> refusingAt(int refuser) {
+  return [refuser](int rank) {
+    if (rank == refuser) {
+      throw std::invalid_argument("UCXCOLL_SOMETHING=7 is out of range");
+    }
+  };
+}
+
+template <typename Outcome>
+void checkEveryRankNamesRefuser(const std::vector<Outcome>& outcomes, int refuser) {
+  for (int rank = 0; rank < static_cast<int>(outcomes.size()); ++rank) {
+    const std::string& error = outcomes[static_cast<std::size_t>(rank)].error;
+    INFO("refuser " << refuser << ", rank " << rank);
+    if (rank == refuser) {
+      CHECK(error == "refused: UCXCOLL_SOMETHING=7 is out of range");
+    } else {
+      CHECK_THAT(error, Catch::Matchers::StartsWith("rank " + std::to_string(refuser) + " (on ") &&
+                            Catch::Matchers::EndsWith(") cannot take part: UCXCOLL_SOMETHING=7 is out of range"));
+    }
+  }
 }
 
 }  // namespace
@@ -189,8 +238,8 @@ TEST_CASE("rendezvous: every rank learns every entry with a bounded number of st
     CHECK(most <= kRendezvousStoreOpsPerRank);
     // The root: the join counter, its identity, its children's parts and
     // the identities of those with children of their own, the table it
-    // publishes. A leaf: the join counter, its own part, the table (and
-    // rank 0's identity under rank 0).
+    // publishes. A leaf: the join counter, its parent's identity, its own
+    // part, the table.
     const int children = std::min(size - 1, kRendezvousFanOut);
     int innerChildren = 0;
     for (int child = 1; child <= children; ++child) {
@@ -198,7 +247,7 @@ TEST_CASE("rendezvous: every rank learns every entry with a bounded number of st
     }
     CHECK(outcomes.front().storeOperations == (size > 1 ? 3 : 2) + children + innerChildren);
     if (size > 1) {
-      CHECK(outcomes.back().storeOperations == (size - 1 <= kRendezvousFanOut ? 4 : 3));
+      CHECK(outcomes.back().storeOperations == 4);
     }
   }
 }
@@ -236,21 +285,8 @@ TEST_CASE("rendezvous: a rank that refuses makes every other rank raise, naming 
   for (int refuser : {0, 1, 7}) {
     MemoryStore store;
     const int size = 9;
-    const auto outcomes = runGroup(store, size, [refuser](int rank) {
-      if (rank == refuser) {
-        throw std::invalid_argument("UCXCOLL_SOMETHING=7 is out of range");
-      }
-    });
-    for (int rank = 0; rank < size; ++rank) {
-      const std::string& error = outcomes[static_cast<std::size_t>(rank)].error;
-      INFO("refuser " << refuser << ", rank " << rank);
-      if (rank == refuser) {
-        CHECK(error == "refused: UCXCOLL_SOMETHING=7 is out of range");
-      } else {
-        CHECK_THAT(error, Catch::Matchers::StartsWith("rank " + std::to_string(refuser) + " (on ") &&
-                              Catch::Matchers::EndsWith(") cannot take part: UCXCOLL_SOMETHING=7 is out of range"));
-      }
-    }
+    const auto outcomes = runGroup(store, size, refusingAt(refuser));
+    checkEveryRankNamesRefuser(outcomes, refuser);
   }
 }
 
@@ -313,6 +349,163 @@ TEST_CASE("rendezvous: a second incarnation of a group on the same store gets it
   }
 }
 
+// The relay (setup/table_relay.hpp): ranks as threads, each with its own
+// engine over the loopback transport, as the backend sets a group up.
+struct RelayedOutcome {
+  GroupRendezvous table;
+  std::string error;
+  int storeOperations = 0;
+  std::size_t bytesRead = 0;
+  int tableReads = 0;
+};
+
+std::vector<RelayedOutcome> runRelayedGroup(MemoryStore& store, int size,
+                                            const std::function<RelayOptions(int)>& optionsOf = {},
+                                            const std::function<void(int)>& before = {},
+                                            const std::function<ProcessIdentity(int)>& processOf = {},
+                                            const std::function<void(int)>& after = {}) {
+  LoopbackFabric fabric;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int rank = 0; rank < size; ++rank) {
+    engines.push_back(std::make_unique<Engine>(fabric.attach()));
+  }
+  std::vector<RelayedOutcome> outcomes(static_cast<std::size_t>(size));
+  auto failures = runRanks(size, [&](int rank) {
+    Engine& engine = *engines[static_cast<std::size_t>(rank)];
+    RelayedOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
+    CountingStore mine(store);
+    const uint32_t channel = engine.openChannel();
+    outcome.error = setUpOrRefuse(mine, rank, size, [&] {
+      if (before) {
+        before(rank);
+      }
+      outcome.table =
+          relayedRendezvous(mine, engine, rank, size, channel, "lo", 60s, optionsOf ? optionsOf(rank) : RelayOptions{},
+                            processOf ? processOf(rank) : thisProcess());
+      if (after) {
+        after(rank);
+      }
+    });
+    outcome.storeOperations = mine.operations;
+    outcome.bytesRead = mine.bytesRead;
+    outcome.tableReads = mine.tableReads;
+  });
+  checkNoFailures(failures);
+  // Every send of the table has ended (the receivers all had it) before
+  // the engines go.
+  for (auto& engine : engines) {
+    CHECK(engine->waitUntilIdle(10s));
+    engine->stop();
+  }
+  return outcomes;
+}
+
+// Entry of rank `rank` as its channel and address in a relayed table.
+void checkRelayedTable(const RelayedOutcome& outcome, int size, const std::vector<uint32_t>& channels) {
+  REQUIRE(outcome.error.empty());
+  REQUIRE(outcome.table.addresses.size() == static_cast<std::size_t>(size));
+  CHECK(outcome.table.channels == channels);
+  CHECK(outcome.table.ranksOnThisHost == size);
+}
+
+TEST_CASE("relayed rendezvous: the table goes down the tree over the engine, and no rank but 0 reads it from the store",
+          "[setup][relay]") {
+  for (int size : {1, 2, 5, 21, 100}) {
+    MemoryStore store;
+    const auto outcomes = runRelayedGroup(store, size);
+    std::vector<uint32_t> channels;
+    for (const RelayedOutcome& outcome : outcomes) {
+      channels.push_back(outcome.table.channels.empty() ? 0 : outcome.table.channels.front());
+    }
+    const RelayedOutcome& root = outcomes.front();
+    REQUIRE(root.error.empty());
+    for (int rank = 0; rank < size; ++rank) {
+      const RelayedOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
+      INFO("size " << size << ", rank " << rank << ": " << outcome.error);
+      checkRelayedTable(outcome, size, root.table.channels);
+      // Every rank has the same table: its own entry included.
+      CHECK(outcome.table.addresses == root.table.addresses);
+      CHECK(outcome.tableReads == 0);
+      CHECK(outcome.storeOperations <= kRendezvousStoreOpsPerRank - 1);
+      // A leaf reads its parent's identity, nobody's part: what it reads
+      // from the store does not grow with the group.
+      if (rank * kRendezvousFanOut + 1 >= size && rank > 0) {
+        CHECK(outcome.storeOperations == 3);
+        CHECK(outcome.bytesRead < 256);
+      }
+    }
+  }
+}
+
+TEST_CASE("relayed rendezvous: where a parent does not forward the table, its children read it from the store",
+          "[setup][relay]") {
+  // Rank 1 (children 5..8) keeps the table to itself, as a parent on a
+  // host that lost its link would: its children find the table in the
+  // store at their first look (100 ms here), and everybody else gets it
+  // relayed.
+  MemoryStore store;
+  const int size = 21;
+  const auto outcomes = runRelayedGroup(store, size, [](int rank) {
+    RelayOptions options;
+    options.firstStoreLook = 100ms;
+    options.forward = rank != 1;
+    return options;
+  });
+  for (int rank = 0; rank < size; ++rank) {
+    const RelayedOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
+    INFO("rank " << rank << ": " << outcome.error);
+    checkRelayedTable(outcome, size, outcomes.front().table.channels);
+    const bool orphan = rank >= 5 && rank <= 8;
+    CHECK(outcome.tableReads == (orphan ? 1 : 0));
+    CHECK(outcome.storeOperations <= kRendezvousStoreOpsPerRank + 1);
+  }
+}
+
+TEST_CASE("relayed rendezvous: a rank whose parent dies before relaying reads the table from the store at once",
+          "[setup][relay]") {
+  // Rank 1 (parent of rank 5) names a forked process as its own, publishes
+  // its part and forwards nothing; then that process is killed. Rank 5
+  // watches it (another process on this host): its death ends rank 5's
+  // wait for the relay, and rank 5 reads the complete table from the store
+  // instead of waiting for the 60 s timeout. (Its first look at the store
+  // would come after 60 s: a rank that watches its parent does not look.)
+  SleepingChild standIn;
+  const ProcessIdentity standInProcess = standIn.identity();
+  REQUIRE(standInProcess.known());
+  MemoryStore store;
+  const int size = 6;
+  const auto outcomes = runRelayedGroup(
+      store, size,
+      [](int rank) {
+        RelayOptions options;
+        options.forward = rank != 1;
+        options.firstStoreLook = 120s;
+        return options;
+      },
+      {}, [&](int rank) { return rank == 1 ? standInProcess : thisProcess(); },
+      [&](int rank) {
+        if (rank == 1) {
+          standIn.kill();
+        }
+      });
+  for (int rank = 0; rank < size; ++rank) {
+    const RelayedOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
+    INFO("rank " << rank << ": " << outcome.error);
+    checkRelayedTable(outcome, size, outcomes.front().table.channels);
+    CHECK(outcome.tableReads == (rank == 5 ? 1 : 0));
+  }
+}
+
+TEST_CASE("relayed rendezvous: a refusal reaches every rank down the tree, and each raises naming the refuser",
+          "[setup][relay]") {
+  for (int refuser : {0, 1, 6}) {
+    MemoryStore store;
+    const int size = 21;
+    const auto outcomes = runRelayedGroup(store, size, {}, refusingAt(refuser));
+    checkEveryRankNamesRefuser(outcomes, refuser);
+  }
+}
+
 // A large job's start-up, simulated in this one process: UCXCOLL_SIM_RANKS
 // ranks (64 unless set; `scripts/dev.sh startup-sim` runs 64, 256 and
 // 1,024) as threads, each with its own engine over the loopback transport
@@ -339,6 +532,7 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
   struct Milestones {
     double table = 0, group = 0, allreduce = 0, barrier = 0;
     int storeOperations = 0;
+    std::size_t storeBytesRead = 0;
     int connectedAtSetup = 0, connectedAtEnd = 0;
   };
   std::vector<Milestones> reached(static_cast<std::size_t>(n));
@@ -349,8 +543,9 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     Milestones& mine = reached[static_cast<std::size_t>(rank)];
     CountingStore counted(store);
     const uint32_t channel = engine.openChannel();
-    const GroupRendezvous table = rendezvous(counted, rank, n, engine.address(), channel, "lo");
+    const GroupRendezvous table = relayedRendezvous(counted, engine, rank, n, channel, "lo", 600s);
     mine.storeOperations = counted.operations;
+    mine.storeBytesRead = counted.bytesRead;
     mine.table = seconds();
     auto group = engine.createGroup("simulated", rank, n, channel,
                                     std::make_shared<const std::vector<std::vector<uint8_t>>>(table.addresses),
@@ -370,6 +565,10 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
   });
   checkNoFailures(failures);
   Milestones slowest;
+  std::size_t mostBytesBelowRoot = 0;
+  for (std::size_t rank = 1; rank < reached.size(); ++rank) {
+    mostBytesBelowRoot = std::max(mostBytesBelowRoot, reached[rank].storeBytesRead);
+  }
   for (const Milestones& rank : reached) {
     slowest.table = std::max(slowest.table, rank.table);
     slowest.group = std::max(slowest.group, rank.group);
@@ -378,7 +577,10 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     slowest.storeOperations = std::max(slowest.storeOperations, rank.storeOperations);
     slowest.connectedAtSetup = std::max(slowest.connectedAtSetup, rank.connectedAtSetup);
     slowest.connectedAtEnd = std::max(slowest.connectedAtEnd, rank.connectedAtEnd);
-    CHECK(rank.storeOperations <= kRendezvousStoreOpsPerRank);
+    // The ranks are threads of one process, so none watches its parent:
+    // one that waits long for the relay looks for the table in the store.
+    CHECK(rank.storeOperations <= kRendezvousStoreOpsPerRank + storeLooksWithin(std::chrono::milliseconds(
+                                                                   static_cast<int64_t>(rank.table * 1000) + 1)));
     if (n <= kEagerConnectMaxRanks) {
       CHECK(rank.connectedAtSetup == n);
     } else {
@@ -392,9 +594,10 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
   std::printf(
       "start-up simulation, %d ranks as threads: address table complete at %.3f s, group set up at %.3f s, first "
       "all_reduce done at %.3f s, barrier at %.3f s (slowest rank, from the start); at most %d store operations per "
-      "rank; connected to at most %d ranks after setup, %d after the barrier\n",
+      "rank; store bytes read: %zu by rank 0 (the whole table), at most %zu by any other rank; connected to at most "
+      "%d ranks after setup, %d after the barrier\n",
       n, slowest.table, slowest.group, slowest.allreduce, slowest.barrier, slowest.storeOperations,
-      slowest.connectedAtSetup, slowest.connectedAtEnd);
+      reached.front().storeBytesRead, mostBytesBelowRoot, slowest.connectedAtSetup, slowest.connectedAtEnd);
   for (auto& engine : engines) {
     engine->stop();
   }

@@ -1078,7 +1078,9 @@ def store_operations(rank: int, world: int, port: int, workdir: str) -> None:
         sums[dim] = value.item()
     store.phase = "after"
     dist.destroy_process_group()
-    report(counts=store.counts, sums=sums, init_seconds=init_seconds)
+    table_bytes = sum(size for key, size in store.bytes_set.items() if key.endswith("/table"))
+    report(counts=store.counts, sums=sums, init_seconds=init_seconds,
+           bytes_read=store.bytes_read.get("init", 0), table_bytes=table_bytes)
 
 
 def late_rank_slow_store(rank: int, world: int, port: int, workdir: str) -> None:

@@ -721,15 +721,28 @@ def test_ranks_whose_algorithm_settings_differ_all_raise_at_init(setting, defaul
 def test_store_operations_per_rank_do_not_grow_with_the_group(world):
     """init_process_group costs each rank at most 14 operations on ucxcoll's
     store keys (a join counter, its identity and those of up to 4 children
-    and of rank 0, up to 4 children's parts of the address table, its own
-    part, the whole table, the job key), whatever the size; a new_group
-    and a 2-D DeviceMesh cost none: their members agree over the default
-    group's connections. Every group's all_reduce is checked."""
+    and of its parent, up to 4 children's parts of the address table, its
+    own part, the job key; the whole table only where its relay does not
+    come), whatever the size; a new_group and a 2-D DeviceMesh cost none:
+    their members agree over the default group's connections. The table
+    itself comes down the setup tree over UCX: only rank 0 holds it all,
+    and a leaf reads nothing but its parent's identity and the job key.
+    Every group's all_reduce is checked."""
     reports = run_scenario("store_operations", world=world, timeout=240)
     half = world // 2
+    table_bytes = reports[0]["table_bytes"]
+    assert table_bytes > 0
+    print(f"world {world}: table {table_bytes} B; per rank (operations, bytes read): "
+          + ", ".join(f"{r['counts']['init']}/{r['bytes_read']}" for r in reports))
     for rank, report in enumerate(reports):
         counts = report["counts"]
         assert 3 <= counts["init"] <= 14, (rank, counts)
+        if rank > 0:
+            # Its children's parts at most: a quarter of the table at 16.
+            most = table_bytes // 2 if world >= 4 else table_bytes
+            assert report["bytes_read"] < most, (rank, report)
+        if rank * 4 + 1 >= world and rank > 0:  # a leaf of the setup tree
+            assert report["bytes_read"] < 512, (rank, report)
         assert set(counts) == {"init"}, (rank, counts)  # nothing for new_group or the mesh
         sums = report["sums"]
         assert sums["world"] == world
