@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -379,7 +380,11 @@ struct TreeRendezvous::State {
 TreeRendezvous::TreeRendezvous(KeyValueStore& store, int rank, int size, const std::vector<uint8_t>& myAddress,
                                uint32_t myChannel, const std::string& myNetworkInterfaces,
                                const ProcessIdentity& myProcess)
-    : rank_(rank), size_(size), host_(hostIdentity()), pidNamespace_(pidNamespaceIdentity()) {
+    : rank_(rank),
+      size_(size),
+      host_(hostIdentity()),
+      pidNamespace_(pidNamespaceIdentity()),
+      relayKey_(std::random_device{}() & kMaxRelayKey) {
   const std::string prefix = incarnationPrefix(store, size);
 
   // Entry: the channel (4 bytes, little-endian); the host identity, the
@@ -387,7 +392,7 @@ TreeRendezvous::TreeRendezvous(KeyValueStore& store, int rank, int size, const s
   // network devices in use (each a 2-byte length and the bytes; the last
   // two for errors);
   // the pid (4 bytes), its start time (8) and the cores it may use (4);
-  // then the worker address.
+  // the relay key (4); then the worker address.
   const std::string settings = groupWideSettings(config());
   const std::string name = hostName();
   const ProcessIdentity& me = myProcess;
@@ -398,6 +403,7 @@ TreeRendezvous::TreeRendezvous(KeyValueStore& store, int rank, int size, const s
   }
   putProcess(mine, me);
   putUint(mine, static_cast<uint32_t>(usableCores()), 4);
+  putUint(mine, relayKey_, 4);
   mine.insert(mine.end(), myAddress.begin(), myAddress.end());
 
   // A rank that waits for others says who it is, and watches those it
@@ -473,16 +479,18 @@ std::vector<TreeRendezvous::Child> TreeRendezvous::children(const std::vector<ui
       continue;  // it refused or died: nobody to send to
     }
     // Past the pid namespace, settings, hostname and devices and the
-    // process and cores: the worker address.
+    // process and cores: the relay key and the worker address.
     bool complete = true;
     for (int text = 0; text < 4 && complete; ++text) {
       complete = getText(*value, at).has_value();
     }
-    if (!complete || value->size() < at + kProcessBytes + 4) {
+    if (!complete || value->size() < at + kProcessBytes + 8) {
       continue;  // malformed: finish() says so
     }
     at += kProcessBytes + 4;
-    children.push_back(Child{rank, channel, *childHost != host_ || config().peersOnOtherHosts,
+    const uint32_t relayKey = getUint(*value, at, 4);
+    at += 4;
+    children.push_back(Child{rank, channel, relayKey, *childHost != host_ || config().peersOnOtherHosts,
                              std::vector<uint8_t>(value->begin() + static_cast<long>(at), value->end())});
   }
   return children;
@@ -573,7 +581,7 @@ GroupRendezvous TreeRendezvous::finish(const std::vector<uint8_t>& table) {
     }
     result.hostNames.push_back(text());
     result.networkInterfaces.push_back(text());
-    if (value.size() < at + kProcessBytes + 4) {
+    if (value.size() < at + kProcessBytes + 8) {
       throw malformed();
     }
     const ProcessIdentity process = getProcess(value, at);
@@ -581,7 +589,7 @@ GroupRendezvous TreeRendezvous::finish(const std::vector<uint8_t>& table) {
     HostLoad& load = hostLoads[peerHost];
     ++load.ranks;
     load.cores = std::min(load.cores, getUint(value, at + kProcessBytes, 4));
-    at += kProcessBytes + 4;
+    at += kProcessBytes + 8;  // and the relay key
     result.channels.push_back(getUint(value, 0, 4));
     const bool sameHost = peer == rank || (peerHost == host && !config().peersOnOtherHosts);
     if (sameHost) {

@@ -96,6 +96,11 @@ class TreeRendezvous {
   // The rank this one gets the table from: its parent in the tree; -1 at
   // rank 0.
   int parent() const;
+  // A random number in this rank's entry (below kMaxRelayKey) that the
+  // relay's messages to it carry: a table sent for another rendezvous (an
+  // earlier group on the same channel) never matches its receive.
+  uint32_t relayKey() const { return relayKey_; }
+  static constexpr uint32_t kMaxRelayKey = (1u << 25) - 1;
   // Rank 0's: the whole table. Empty at other ranks.
   const std::vector<uint8_t>& ownTable() const { return ownTable_; }
   // Whether rank 0 has published the table in the store (one store
@@ -124,6 +129,7 @@ class TreeRendezvous {
   struct Child {
     int rank;
     uint32_t channel;
+    uint32_t relayKey;
     bool onOtherHost;
     std::vector<uint8_t> address;
   };
@@ -140,6 +146,7 @@ class TreeRendezvous {
   const int size_;
   const std::string host_;          // this host's identity
   const std::string pidNamespace_;  // this process's pid namespace's
+  const uint32_t relayKey_;
   std::vector<uint8_t> ownTable_;
   bool parentWatched_ = false;
   std::unique_ptr<State> state_;

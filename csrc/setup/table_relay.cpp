@@ -33,8 +33,13 @@ constexpr auto kTakenPoll = std::chrono::milliseconds(100);
 // The first message holds the table's length (8 bytes) and, where it fits
 // in kInlineBytes (about 200 ranks' entries), the table: one message per
 // hop. A larger table follows in a second message of its own.
+// The tag's value: the receiver's relay key (TreeRendezvous::relayKey) and
+// which message.
 constexpr uint32_t kFirstValue = 0;
 constexpr uint32_t kRestValue = 1;
+constexpr uint32_t tagValue(uint32_t relayKey, uint32_t which) {
+  return relayKey << 1 | which;
+}
 constexpr std::size_t kLengthBytes = sizeof(uint64_t);
 constexpr std::size_t kInlineBytes = 64 * 1024;
 
@@ -59,9 +64,11 @@ struct Received {
 // This rank's parent sends it the table: its length, then the table.
 class TableReceive final : public Operation {
  public:
-  TableReceive(uint32_t channel, int parent, std::chrono::milliseconds timeout, std::shared_ptr<Received> received)
+  TableReceive(uint32_t channel, uint32_t relayKey, int parent, std::chrono::milliseconds timeout,
+               std::shared_ptr<Received> received)
       : Operation(Kind::Control, nullptr, timeout),
         channel_(channel),
+        relayKey_(relayKey),
         parent_(parent),
         received_(std::move(received)) {}
 
@@ -72,11 +79,12 @@ class TableReceive final : public Operation {
     // The first message: the table's length and, where it fits, the table.
     std::vector<uint8_t>& first = received_->table;
     first.resize(kInlineBytes);
-    Request& head = recvUpTo(-1, tag::internal(channel_, tag::kSetupTable, kFirstValue, from), tag::kMatchAll,
-                             first.data(), first.size());
+    Request& head = recvUpTo(-1, tag::internal(channel_, tag::kSetupTable, tagValue(relayKey_, kFirstValue), from),
+                             tag::kMatchAll, first.data(), first.size());
     co_await head;
     if (head.result().status != TransferStatus::Ok || head.result().length < kLengthBytes) {
-      co_return;  // failed (the engine says why), or malformed: finish() says so
+      first.clear();  // failed (the engine says why), or malformed: finish() says so
+      co_return;
     }
     uint64_t length = 0;
     std::memcpy(&length, first.data(), kLengthBytes);
@@ -87,8 +95,8 @@ class TableReceive final : public Operation {
     }
     // Too large to go inline: the table follows on its own.
     received_->table.assign(length, 0);
-    co_await recvTagged(-1, tag::internal(channel_, tag::kSetupTable, kRestValue, from), tag::kMatchAll,
-                        received_->table.data(), received_->table.size());
+    co_await recvTagged(-1, tag::internal(channel_, tag::kSetupTable, tagValue(relayKey_, kRestValue), from),
+                        tag::kMatchAll, received_->table.data(), received_->table.size());
   }
   std::string describe() const override {
     return "group setup: the receive of the address table from rank " + std::to_string(parent_) +
@@ -97,6 +105,7 @@ class TableReceive final : public Operation {
 
  private:
   const uint32_t channel_;
+  const uint32_t relayKey_;
   const int parent_;
   const std::shared_ptr<Received> received_;
 };
@@ -105,12 +114,11 @@ class TableReceive final : public Operation {
 // fails its own send, not its siblings'.
 class TableSend final : public Operation {
  public:
-  TableSend(int rank, int child, uint32_t childChannel, PeerHandle to,
-            std::shared_ptr<const std::vector<uint8_t>> table, std::chrono::milliseconds timeout)
+  TableSend(int rank, TreeRendezvous::Child child, PeerHandle to, std::shared_ptr<const std::vector<uint8_t>> table,
+            std::chrono::milliseconds timeout)
       : Operation(Kind::Control, nullptr, timeout),
         rank_(rank),
-        child_(child),
-        childChannel_(childChannel),
+        child_(std::move(child)),
         to_(to),
         table_(std::move(table)),
         first_(firstMessage(*table_)) {}
@@ -118,22 +126,22 @@ class TableSend final : public Operation {
  protected:
   Task run() override {
     const auto from = static_cast<uint32_t>(rank_);
-    sendToProcess(to_, child_, tag::internal(childChannel_, tag::kSetupTable, kFirstValue, from), first_.data(),
-                  first_.size());
+    auto tagOf = [&](uint32_t which) {
+      return tag::internal(child_.channel, tag::kSetupTable, tagValue(child_.relayKey, which), from);
+    };
+    sendToProcess(to_, child_.rank, tagOf(kFirstValue), first_.data(), first_.size());
     if (first_.size() == kLengthBytes) {
-      sendToProcess(to_, child_, tag::internal(childChannel_, tag::kSetupTable, kRestValue, from), table_->data(),
-                    table_->size());
+      sendToProcess(to_, child_.rank, tagOf(kRestValue), table_->data(), table_->size());
     }
     co_await all();
   }
   std::string describe() const override {
-    return "group setup: the send of the address table to rank " + std::to_string(child_);
+    return "group setup: the send of the address table to rank " + std::to_string(child_.rank);
   }
 
  private:
   const int rank_;
-  const int child_;
-  const uint32_t childChannel_;
+  const TreeRendezvous::Child child_;
   const PeerHandle to_;
   const std::shared_ptr<const std::vector<uint8_t>> table_;
   const std::vector<uint8_t> first_;
@@ -151,7 +159,8 @@ std::vector<uint8_t> awaitTable(TreeRendezvous& tree, Engine& engine, uint32_t c
                                 std::chrono::milliseconds timeout, const RelayOptions& options) {
   auto received = std::make_shared<Received>();
   // Its own deadline comes after this rank's, which decides.
-  auto receive = std::make_unique<TableReceive>(channel, tree.parent(), timeout + std::chrono::minutes(1), received);
+  auto receive = std::make_unique<TableReceive>(channel, tree.relayKey(), tree.parent(),
+                                                timeout + std::chrono::minutes(1), received);
   auto completion = receive->sharedCompletion();
   (void)engine.submit(std::move(receive));
   auto giveUp = [&engine, received](const std::string& why) {
@@ -250,8 +259,9 @@ GroupRendezvous relayedRendezvous(KeyValueStore& store, Engine& engine, int rank
         unreachable.push_back(child.rank);
         continue;
       }
-      auto send = std::make_unique<TableSend>(rank, child.rank, child.channel, to, table, timeout);
-      send->onComplete = [child = child.rank](const std::exception_ptr& error) {
+      const int childRank = child.rank;
+      auto send = std::make_unique<TableSend>(rank, child, to, table, timeout);
+      send->onComplete = [child = childRank](const std::exception_ptr& error) {
         if (error) {
           try {
             std::rethrow_exception(error);

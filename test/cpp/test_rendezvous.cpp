@@ -496,6 +496,46 @@ TEST_CASE("relayed rendezvous: a rank whose parent dies before relaying reads th
   }
 }
 
+TEST_CASE("relayed rendezvous: a table relayed for an earlier group on the same channel is never taken",
+          "[setup][relay]") {
+  // Two ranks, the same engines, and rank 1 on the same channel both
+  // times. First group: rank 1 takes the table from the store at once
+  // (first look at 0 ms), so rank 0's relay stays unreceived on rank 1's
+  // channel. Second group: rank 0 gives another channel, and rank 1 waits
+  // for the relay; it must get the second table (rank 0's new channel),
+  // not the first one waiting there with the same tag but its relay key.
+  LoopbackFabric fabric;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int rank = 0; rank < 2; ++rank) {
+    engines.push_back(std::make_unique<Engine>(fabric.attach()));
+  }
+  MemoryStore store;
+  const uint32_t rankOneChannel = engines[1]->openChannel();
+  std::vector<uint32_t> rankZeroChannels{engines[0]->openChannel(), engines[0]->openChannel()};
+  std::vector<std::vector<uint32_t>> seen(2);
+  for (int group = 0; group < 2; ++group) {
+    auto failures = runRanks(2, [&](int rank) {
+      CountingStore mine(store);
+      RelayOptions options;
+      options.firstStoreLook = group == 0 && rank == 1 ? 0ms : 60s;
+      const uint32_t channel = rank == 0 ? rankZeroChannels[static_cast<std::size_t>(group)] : rankOneChannel;
+      const GroupRendezvous table =
+          relayedRendezvous(mine, *engines[static_cast<std::size_t>(rank)], rank, 2, channel, "lo", 60s, options);
+      if (rank == 1) {
+        seen[static_cast<std::size_t>(group)] = table.channels;
+        expect(mine.tableReads == (group == 0 ? 1 : 0), "the first table from the store, the second relayed");
+      }
+    });
+    checkNoFailures(failures);
+    std::this_thread::sleep_for(100ms);  // the first relay has arrived at rank 1 by now
+  }
+  CHECK(seen[0] == std::vector<uint32_t>{rankZeroChannels[0], rankOneChannel});
+  CHECK(seen[1] == std::vector<uint32_t>{rankZeroChannels[1], rankOneChannel});
+  for (auto& engine : engines) {
+    engine->stop();
+  }
+}
+
 TEST_CASE("relayed rendezvous: a refusal reaches every rank down the tree, and each raises naming the refuser",
           "[setup][relay]") {
   for (int refuser : {0, 1, 6}) {
