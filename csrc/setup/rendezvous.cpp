@@ -214,11 +214,10 @@ class SetupWatch {
   SetupWatch(KeyValueStore& store, std::string prefix, const Who& self)
       : store_(store), prefix_(std::move(prefix)), self_(self) {}
 
-  // Whether it watches it (a death it cannot see is not reported).
-  bool watch(int rank, const Who& who) {
+  void watch(int rank, const Who& who) {
     if (who.hostIdentity != self_.hostIdentity || who.pidNamespace.empty() || who.pidNamespace != self_.pidNamespace ||
         who.process == self_.process) {
-      return false;  // another host or pid namespace (its pid means nothing here), or this process
+      return;  // another host or pid namespace (its pid means nothing here), or this process
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -230,7 +229,6 @@ class SetupWatch {
     if (!peers_->watch(who.process)) {
       died(who.process, true);
     }
-    return true;
   }
 
   // Whether a watched rank died (and its death is in the store where its
@@ -417,11 +415,11 @@ TreeRendezvous::TreeRendezvous(KeyValueStore& store, int rank, int size, const s
   }
   state_ = std::make_unique<State>(store, prefix, self);
   if (rank > 0) {
-    parentWatched_ = state_->watch.watch(parent(), decodeWho(store.get(whoKey(prefix, parent())), parent()));
+    state_->watch.watch(parent(), decodeWho(store.get(whoKey(prefix, parent())), parent()));
   }
   for (int child : children) {
     if (!treeChildren(child, size).empty()) {
-      (void)state_->watch.watch(child, decodeWho(store.get(whoKey(prefix, child)), child));
+      state_->watch.watch(child, decodeWho(store.get(whoKey(prefix, child)), child));
     }
   }
   std::vector<uint8_t> part = publishPart(store, prefix, rank, size, mine, true);

@@ -120,9 +120,6 @@ class TreeRendezvous {
   // `listener` is called once such a death is in the store (on the watch's
   // thread, or at once if one is already); empty: stop calling.
   void setDeathListener(std::function<void()> listener);
-  // Whether this rank watches its parent's process (on this host, in this
-  // pid namespace): its death is then seen at once (sawDeath).
-  bool parentWatched() const { return parentWatched_; }
 
   // This rank's children that the table should go to, from the table:
   // those with an entry (one that refused or died has nobody to send to).
@@ -148,7 +145,6 @@ class TreeRendezvous {
   const std::string pidNamespace_;  // this process's pid namespace's
   const uint32_t relayKey_;
   std::vector<uint8_t> ownTable_;
-  bool parentWatched_ = false;
   std::unique_ptr<State> state_;
 };
 

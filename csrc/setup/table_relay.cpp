@@ -182,7 +182,7 @@ std::vector<uint8_t> awaitTable(TreeRendezvous& tree, Engine& engine, uint32_t c
   const auto started = Clock::now();
   const auto deadline = started + timeout;
   auto step = std::chrono::duration_cast<Clock::duration>(options.firstStoreLook);
-  auto look = tree.parentWatched() ? Clock::time_point::max() : started + step;
+  auto look = started + step;
   for (;;) {
     const auto now = Clock::now();
     const bool done = engine.wait(*completion, std::min({look, deadline, now + kDeathPoll}));

@@ -15,13 +15,12 @@
 //
 // Where the relay does not come, a rank reads the table from the store,
 // where rank 0 also published it: at once when a rank it watches died (its
-// parent, on this host, whose death it sees), and, where it cannot watch
-// its parent (another host or pid namespace), when it finds the table there
-// after waiting 1, 3, 7, ... s (a parent that died or lost its link after
-// publishing its part). Each look is one store operation, made only by a
-// rank that has waited that long: log2(the wait) of them, however many ranks.
-// A parent on this host that lives but never sends (hung) holds its
-// children to `timeout`, which then names it.
+// parent, on this host, whose death it sees), and otherwise when it finds
+// the table there after waiting 1, 3, 7, ... s (a parent that refused to
+// take part, which publishes its refusal instead of relaying; one on
+// another host that died or lost its link after publishing its part; one
+// that hangs). Each look is one store operation, made only by a rank that
+// has waited that long: log2(the wait) of them, however many ranks.
 
 #include <chrono>
 #include <cstdint>
@@ -44,7 +43,7 @@ struct RelayOptions {
 };
 
 // The most looks at the store a rank makes while it waits `waited` for the
-// relay (0 where it watches its parent).
+// relay.
 int storeLooksWithin(std::chrono::milliseconds waited, const RelayOptions& options = {});
 
 // rendezvous() with the table relayed over `engine` (see above). `timeout`

@@ -468,7 +468,7 @@ TEST_CASE("relayed rendezvous: a rank whose parent dies before relaying reads th
   // watches it (another process on this host): its death ends rank 5's
   // wait for the relay, and rank 5 reads the complete table from the store
   // instead of waiting for the 60 s timeout. (Its first look at the store
-  // would come after 60 s: a rank that watches its parent does not look.)
+  // is set to come later than that.)
   SleepingChild standIn;
   const ProcessIdentity standInProcess = standIn.identity();
   REQUIRE(standInProcess.known());

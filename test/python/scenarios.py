@@ -422,9 +422,10 @@ def compositions_forced_on_one_host(rank: int, world: int, port: int, workdir: s
 
 
 def settings_that_differ(rank: int, world: int, port: int, workdir: str) -> None:
-    """Rank 1 alone sets RANK1_SETTING ("NAME=value"), a setting that chooses
-    algorithms; every rank reports what init_process_group raised."""
-    if rank == 1:
+    """Rank 1 (or REFUSING_RANK) alone sets RANK1_SETTING ("NAME=value"), a
+    setting that chooses algorithms; every rank reports what
+    init_process_group raised."""
+    if rank == int(os.environ.get("REFUSING_RANK", "1")):
         name, value = os.environ["RANK1_SETTING"].split("=", 1)
         os.environ[name] = value
     try:

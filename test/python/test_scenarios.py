@@ -661,13 +661,27 @@ def test_a_rank_that_cannot_take_part_makes_every_other_rank_raise_at_once_namin
     # init. Ranks 0 and 2 would wait for it in the rendezvous until the
     # store's timeout (30 minutes by default); they raise at once instead,
     # naming rank 1, its host and its problem.
-    reports = run_scenario("settings_that_differ", world=3, RANK1_SETTING=setting)
+    check_refusal_named(run_scenario("settings_that_differ", world=3, RANK1_SETTING=setting), 1, problem)
+
+
+def test_rank_0_that_cannot_take_part_makes_every_other_rank_raise_naming_it():
+    # Rank 0 refuses: it relays no address table, so its children (the
+    # other ranks, alive and waiting for the relay) find its refusal in the
+    # store at their first look, 1 s into the wait, instead of waiting for
+    # the timeout.
+    setting, problem = ("UCXCOLL_SPIN_US=-5",
+                        "invalid setting: UCXCOLL_SPIN_US=-5: expected an integer from 0 to 1000000 (microseconds)")
+    reports = run_scenario("settings_that_differ", world=3, timeout=90, RANK1_SETTING=setting, REFUSING_RANK="0")
+    check_refusal_named(reports, 0, problem)
+
+
+def check_refusal_named(reports, refuser: int, problem: str) -> None:
     for rank, report in enumerate(reports):
         error = report["error"]
-        if rank == 1:
+        if rank == refuser:
             assert error.startswith("ValueError: ucxcoll: ") and problem in error, error
         else:
-            assert error.startswith('DistBackendError: ucxcoll: cannot set up group "0": rank 1 (on '
+            assert error.startswith(f'DistBackendError: ucxcoll: cannot set up group "0": rank {refuser} (on '
                                     f'{socket.gethostname()}) cannot take part: {problem}'), error
 
 
