@@ -166,6 +166,46 @@ std::string whoKey(const std::string& prefix, int rank) {
   return prefix + "who/" + std::to_string(rank);
 }
 
+// A rank's entry in the table, read back (the layout is written in
+// TreeRendezvous's constructor); nullopt where it is cut short.
+struct Entry {
+  uint32_t channel = 0;
+  std::string host, pidNamespace, settings, hostName, networkInterfaces;
+  ProcessIdentity process;
+  uint32_t cores = 0;
+  uint32_t relayKey = 0;
+  std::vector<uint8_t> address;
+};
+
+std::optional<Entry> parseEntry(const std::vector<uint8_t>& value) {
+  Entry entry;
+  if (value.size() < 4) {
+    return std::nullopt;
+  }
+  entry.channel = getUint(value, 0, 4);
+  std::size_t at = 4;
+  for (std::string* text :
+       {&entry.host, &entry.pidNamespace, &entry.settings, &entry.hostName, &entry.networkInterfaces}) {
+    std::optional<std::string> read = getText(value, at);
+    if (!read) {
+      return std::nullopt;
+    }
+    *text = std::move(*read);
+  }
+  if (value.size() < at + kProcessBytes + 8) {
+    return std::nullopt;
+  }
+  entry.process = getProcess(value, at);
+  entry.cores = getUint(value, at + kProcessBytes, 4);
+  entry.relayKey = getUint(value, at + kProcessBytes + 4, 4);
+  entry.address.assign(value.begin() + static_cast<long>(at + kProcessBytes + 8), value.end());
+  return entry;
+}
+
+std::string tookTableKey(const std::string& prefix, int rank) {
+  return prefix + "took_table/" + std::to_string(rank);
+}
+
 struct Who {
   std::string hostIdentity;
   std::string pidNamespace;
@@ -442,10 +482,6 @@ std::vector<uint8_t> TreeRendezvous::readTable() {
   return state_->store.get(partKey(state_->prefix, 0));
 }
 
-static std::string tookTableKey(const std::string& prefix, int rank) {
-  return prefix + "took_table/" + std::to_string(rank);
-}
-
 void TreeRendezvous::noteTableTaken() {
   state_->store.set(tookTableKey(state_->prefix, rank_), {});
 }
@@ -470,26 +506,16 @@ std::vector<TreeRendezvous::Child> TreeRendezvous::children(const std::vector<ui
     if (!value || value->size() < 4) {
       continue;  // cut off by a refusal above it
     }
-    const uint32_t channel = getUint(*value, 0, 4);
-    std::size_t at = 4;
-    const std::optional<std::string> childHost = getText(*value, at);
-    if (channel == kRefusalMark || channel == kDeathMark || !childHost) {
+    const uint32_t mark = getUint(*value, 0, 4);
+    if (mark == kRefusalMark || mark == kDeathMark) {
       continue;  // it refused or died: nobody to send to
     }
-    // Past the pid namespace, settings, hostname and devices and the
-    // process and cores: the relay key and the worker address.
-    bool complete = true;
-    for (int text = 0; text < 4 && complete; ++text) {
-      complete = getText(*value, at).has_value();
-    }
-    if (!complete || value->size() < at + kProcessBytes + 8) {
+    std::optional<Entry> entry = parseEntry(*value);
+    if (!entry) {
       continue;  // malformed: finish() says so
     }
-    at += kProcessBytes + 4;
-    const uint32_t relayKey = getUint(*value, at, 4);
-    at += 4;
-    children.push_back(Child{rank, channel, relayKey, *childHost != host_ || config().peersOnOtherHosts,
-                             std::vector<uint8_t>(value->begin() + static_cast<long>(at), value->end())});
+    children.push_back(Child{rank, entry->channel, entry->relayKey, entry->host != host_ || config().peersOnOtherHosts,
+                             std::move(entry->address)});
   }
   return children;
 }
@@ -548,26 +574,17 @@ GroupRendezvous TreeRendezvous::finish(const std::vector<uint8_t>& table) {
   std::map<std::string, HostLoad> hostLoads;  // by host identity
   std::map<std::string, int> hostNumbers;     // by host identity, in the order of first ranks
   for (int peer = 0; peer < size; ++peer) {
-    auto malformed = [&] { return std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer)); };
     if (!entries[static_cast<std::size_t>(peer)]) {
       throw std::runtime_error("the rendezvous table has no entry for rank " + std::to_string(peer));
     }
-    const std::vector<uint8_t>& value = *entries[static_cast<std::size_t>(peer)];
-    std::size_t at = 4;
-    auto text = [&] {
-      std::optional<std::string> read = getText(value, at);
-      if (!read) {
-        throw malformed();
-      }
-      return std::move(*read);
-    };
-    const std::string peerHost = text();
-    const std::string peerPidNamespace = text();
+    std::optional<Entry> entry = parseEntry(*entries[static_cast<std::size_t>(peer)]);
+    if (!entry) {
+      throw std::runtime_error("malformed rendezvous entry of rank " + std::to_string(peer));
+    }
     // Equal strings (the usual case) need no parsing: at n ranks every
     // rank compares n entries.
-    const std::string peerSettings = text();
     if (const auto differences =
-            peerSettings == settings ? std::vector<std::string>{} : settingDifferences(settings, peerSettings);
+            entry->settings == settings ? std::vector<std::string>{} : settingDifferences(settings, entry->settings);
         !differences.empty()) {
       if (++ranksThatDiffer <= 3) {
         settingsThatDiffer += (settingsThatDiffer.empty() ? "" : "; ") + std::string("rank ") + std::to_string(peer) +
@@ -577,26 +594,21 @@ GroupRendezvous TreeRendezvous::finish(const std::vector<uint8_t>& table) {
         }
       }
     }
-    result.hostNames.push_back(text());
-    result.networkInterfaces.push_back(text());
-    if (value.size() < at + kProcessBytes + 8) {
-      throw malformed();
-    }
-    const ProcessIdentity process = getProcess(value, at);
-    result.hosts.push_back(hostNumbers.emplace(peerHost, static_cast<int>(hostNumbers.size())).first->second);
-    HostLoad& load = hostLoads[peerHost];
+    result.hostNames.push_back(std::move(entry->hostName));
+    result.networkInterfaces.push_back(std::move(entry->networkInterfaces));
+    result.hosts.push_back(hostNumbers.emplace(entry->host, static_cast<int>(hostNumbers.size())).first->second);
+    HostLoad& load = hostLoads[entry->host];
     ++load.ranks;
-    load.cores = std::min(load.cores, getUint(value, at + kProcessBytes, 4));
-    at += kProcessBytes + 8;  // and the relay key
-    result.channels.push_back(getUint(value, 0, 4));
-    const bool sameHost = peer == rank || (peerHost == host && !config().peersOnOtherHosts);
+    load.cores = std::min(load.cores, entry->cores);
+    result.channels.push_back(entry->channel);
+    const bool sameHost = peer == rank || (entry->host == host && !config().peersOnOtherHosts);
     if (sameHost) {
       ++result.ranksOnThisHost;
     }
     result.onOtherHost.push_back(!sameHost);
-    const bool watchable = sameHost && !pidNamespace.empty() && peerPidNamespace == pidNamespace;
-    result.processes.push_back(watchable ? process : ProcessIdentity{});
-    result.addresses.emplace_back(value.begin() + static_cast<long>(at), value.end());
+    const bool watchable = sameHost && !pidNamespace.empty() && entry->pidNamespace == pidNamespace;
+    result.processes.push_back(watchable ? entry->process : ProcessIdentity{});
+    result.addresses.push_back(std::move(entry->address));
   }
   for (const auto& [hostId, load] : hostLoads) {
     result.ranksOutnumberCores = result.ranksOutnumberCores || load.ranks > load.cores;

@@ -30,9 +30,6 @@ constexpr auto kDeathPoll = std::chrono::seconds(1);
 constexpr auto kTakenBound = std::chrono::seconds(2);
 constexpr auto kTakenPoll = std::chrono::milliseconds(100);
 
-// The first message holds the table's length (8 bytes) and, where it fits
-// in kInlineBytes (about 200 ranks' entries), the table: one message per
-// hop. A larger table follows in a second message of its own.
 // The tag's value: the receiver's relay key (TreeRendezvous::relayKey) and
 // which message.
 constexpr uint32_t kFirstValue = 0;
@@ -40,6 +37,10 @@ constexpr uint32_t kRestValue = 1;
 constexpr uint32_t tagValue(uint32_t relayKey, uint32_t which) {
   return relayKey << 1 | which;
 }
+
+// The first message holds the table's length (8 bytes) and, where it fits
+// in kInlineBytes (about 200 ranks' entries), the table: one message per
+// hop. A larger table follows in a second message of its own.
 constexpr std::size_t kLengthBytes = sizeof(uint64_t);
 constexpr std::size_t kInlineBytes = 64 * 1024;
 
