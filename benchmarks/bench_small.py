@@ -33,9 +33,9 @@ bound    fake + 3 x mpi (with more ranks than cores: fake + 5 x mpi), the
 
 Last, the back-to-back loop (8-byte all_reduces without barriers, 2 ranks or
 --nproc) on ucxcoll, fake and MPI: ucxcoll's own cost per call is its p50
-minus fake's. torch attaches its flight recorder to ucxcoll (a plugin) but
-not to fake; the loop is run once more with TORCH_FR_BUFFER_SIZE=0 to show
-what that recorder adds.
+minus fake's. ucxcoll writes torch's flight recorder entries (where no CUDA
+device is usable; else torch's hook does), fake records nothing; the loop
+is run once more with TORCH_FR_BUFFER_SIZE=0 to show what recording adds.
 """
 
 import argparse
@@ -320,7 +320,7 @@ def main() -> None:
           f"(with TORCH_FR_BUFFER_SIZE=0: {loop_nofr:.2f} us), fake {loop_f:.2f} us"
           + (f", Open MPI {mpi['back_to_back_us']:.2f} us" if mpi else ""))
     print(f"ucxcoll's own cost per call: {loop_u - loop_f:.2f} us ({loop_nofr - loop_f:.2f} us without torch's "
-          f"flight recorder, which torch attaches to plugin backends but not to fake)")
+          f"flight recorder, which fake does not write)")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as out:

@@ -36,7 +36,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${UCXCOLL_VENV:-$HOME/.cache/ucxcoll/venv}"
 BUILD="$ROOT/build"
-APT_PACKAGES=(cmake g++ ninja-build ccache catch2 libucx-dev clang-format iproute2)
+APT_PACKAGES=(cmake g++ ninja-build ccache catch2 libucx-dev clang-format iproute2 nlohmann-json3-dev)
 
 log() { printf '[dev.sh] %s\n' "$*" >&2; }
 

@@ -106,7 +106,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgather_coalesced(std::vector<std::
     }
   }
   return allgatherPacked(op, c10d::OpType::ALLGATHER_COALESCED, packed.buffer, gathered, std::move(copies), opts,
-                         c10::IValue(outputTensorLists), listOfTensorListsType());
+                         c10::IValue(outputTensorLists), listOfTensorListsType(), inputTensors);
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
@@ -132,7 +132,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::all_gather_single_coalesced(std::vect
     addCopyBack(copies, target, outputs[k]);
   }
   return allgatherPacked(op, c10d::OpType::COALESCED, packed.buffer, gathered, std::move(copies), opts,
-                         c10::IValue(outputs), tensorListType());
+                         c10::IValue(outputs), tensorListType(), inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -144,7 +144,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgather_into_tensor_coalesced(std::
 c10::intrusive_ptr<c10d::Work> UcxBackend::allgatherPacked(const char* op, c10d::OpType opType, at::Tensor packed,
                                                            at::Tensor gathered, CopyBacks copies,
                                                            const c10d::AllgatherOptions& opts, c10::IValue result,
-                                                           c10::TypePtr resultType) {
+                                                           c10::TypePtr resultType,
+                                                           const std::vector<at::Tensor>& inputs) {
   const auto bytes = static_cast<std::size_t>(packed.numel());
   std::vector<void*> blocks;
   for (int r = 0; r < size_; ++r) {
@@ -154,7 +155,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgatherPacked(const char* op, c10d:
     return selectAllgather(c, packed.data_ptr(), blocks, bytes);
   };
   return runCollective(opType, op, opts.timeout, opts.asyncOp, std::move(result), std::move(resultType),
-                       withCopyBack(std::move(body), std::move(copies)));
+                       withCopyBack(std::move(body), std::move(copies)), inputs);
 }
 
 }  // namespace ucxcoll

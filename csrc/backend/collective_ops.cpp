@@ -88,7 +88,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgather(std::vector<std::vector<at:
     return selectAllgather(c, input.data_ptr(), blocks, input.nbytes());
   };
   return runCollective(c10d::OpType::ALLGATHER, op, opts.timeout, opts.asyncOp, c10::IValue(result),
-                       listOfTensorListsType(), withCopyBack(std::move(body), std::move(copies)));
+                       listOfTensorListsType(), withCopyBack(std::move(body), std::move(copies)), inputTensors);
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::all_gather_single(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
@@ -110,7 +110,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::all_gather_single(at::Tensor& outputB
   };
   return runCollective(c10d::OpType::_ALLGATHER_BASE, op, opts.timeout, opts.asyncOp,
                        c10::IValue(std::vector<at::Tensor>{outputBuffer}), tensorListType(),
-                       withCopyBack(std::move(body), std::move(copies)));
+                       withCopyBack(std::move(body), std::move(copies)), {inputBuffer});
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::_allgather_base(at::Tensor& outputBuffer, at::Tensor& inputBuffer,

@@ -107,7 +107,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::all_to_all_single(at::Tensor& outputB
   };
   return runCollective(c10d::OpType::ALLTOALL_BASE, op, opts.timeout, opts.asyncOp,
                        c10::IValue(std::vector<at::Tensor>{outputBuffer}), tensorListType(),
-                       withCopyBack(std::move(body), std::move(copies)));
+                       withCopyBack(std::move(body), std::move(copies)), {inputBuffer});
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::alltoall_base(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
@@ -153,7 +153,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::alltoall(std::vector<at::Tensor>& out
     return alltoallPairwise(c, tag::Routine::AlltoallPairwise, sends, receives, true);
   };
   return runCollective(c10d::OpType::ALLTOALL, op, opts.timeout, opts.asyncOp, c10::IValue(outputTensors),
-                       tensorListType(), withCopyBack(std::move(body), std::move(copies)));
+                       tensorListType(), withCopyBack(std::move(body), std::move(copies)), inputTensors);
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::allgatherUneven(std::vector<at::Tensor>& outputs, at::Tensor& inputTensor,
@@ -176,7 +176,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::allgatherUneven(std::vector<at::Tenso
     return alltoallPairwise(c, tag::Routine::AllgatherUneven, sends, receives, true);
   };
   return runCollective(c10d::OpType::ALLGATHER, op, opts.timeout, opts.asyncOp, c10::IValue(result),
-                       listOfTensorListsType(), withCopyBack(std::move(body), std::move(copies)));
+                       listOfTensorListsType(), withCopyBack(std::move(body), std::move(copies)), {inputTensor});
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::gather(std::vector<std::vector<at::Tensor>>& outputTensors,
@@ -211,7 +211,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::gather(std::vector<std::vector<at::Te
     return gatherDirect(c, input.data_ptr(), blocks, input.nbytes(), root);
   };
   return runCollective(c10d::OpType::GATHER, op, opts.timeout, opts.asyncOp, c10::IValue(outputTensors),
-                       listOfTensorListsType(), withCopyBack(std::move(body), std::move(copies)));
+                       listOfTensorListsType(), withCopyBack(std::move(body), std::move(copies)), inputTensors);
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::scatter(std::vector<at::Tensor>& outputTensors,
@@ -246,7 +246,8 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::scatter(std::vector<at::Tensor>& outp
     return scatterDirect(c, blocks, target.data_ptr(), target.nbytes(), root);
   };
   return runCollective(c10d::OpType::SCATTER, op, opts.timeout, opts.asyncOp, c10::IValue(outputTensors),
-                       tensorListType(), withCopyBack(std::move(body), std::move(copies)));
+                       tensorListType(), withCopyBack(std::move(body), std::move(copies)),
+                       inputTensors.empty() ? std::vector<at::Tensor>{} : inputTensors[0]);
 }
 
 void UcxBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {

@@ -51,7 +51,7 @@ class TensorTransfer final : public PointToPoint {
 
 template <typename MakeTransfer>
 c10::intrusive_ptr<c10d::Work> UcxBackend::runTransfer(c10d::OpType opType, const char* opName, c10::IValue result,
-                                                       MakeTransfer make) {
+                                                       int peer, MakeTransfer make) {
   engine_->destroyRetired();  // before any lock: may free tensors
   FutureCompleter::instance().destroyRetired();
   std::shared_ptr<Group> group;
@@ -63,8 +63,13 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runTransfer(c10d::OpType opType, cons
   }
   uint64_t number = transfers_.fetch_add(1);
   const std::chrono::milliseconds timeout = timeout_.load();
+  FlightRecording::Ticket entry;
+  if (flightRecording_->active()) {
+    const auto tensors = tensorsIn(result);
+    entry = flightRecording_->record(opType, tensors, tensors, timeout, peer);
+  }
   std::unique_ptr<TensorTransfer> op = make(std::move(group), number, timeout);
-  auto work = makeWork(*op, opType, opName, std::move(result), tensorListType(), number);
+  auto work = makeWork(*op, opType, opName, std::move(result), tensorListType(), number, entry);
   op->reportTo(work);
   // Started right away when possible; waiting on the Work then drives.
   [[maybe_unused]] Engine::Lease none = engine_->submit(std::move(op));
@@ -77,7 +82,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::send(std::vector<at::Tensor>& tensors
   checkPeer(op, dstRank, size_, "destination");
   checkTag(op, tag);
   at::Tensor tensor = tensors[0];
-  return runTransfer(c10d::OpType::SEND, op, c10::IValue(tensors),
+  return runTransfer(c10d::OpType::SEND, op, c10::IValue(tensors), dstRank,
                      [&](std::shared_ptr<Group> group, uint64_t number, auto timeout) {
                        return std::make_unique<TensorTransfer>(PointToPoint::Direction::Send, std::move(group), dstRank,
                                                                tag, tensor, number, timeout);
@@ -90,7 +95,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::recv(std::vector<at::Tensor>& tensors
   checkPeer(op, srcRank, size_, "source");
   checkTag(op, tag);
   at::Tensor tensor = tensors[0];
-  return runTransfer(c10d::OpType::RECV, op, c10::IValue(tensors),
+  return runTransfer(c10d::OpType::RECV, op, c10::IValue(tensors), srcRank,
                      [&](std::shared_ptr<Group> group, uint64_t number, auto timeout) {
                        return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, std::move(group),
                                                                srcRank, tag, tensor, number, timeout);
@@ -102,7 +107,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::recvAnysource(std::vector<at::Tensor>
   checkSingleTensor(op, tensors, "tensor");
   checkTag(op, tag);
   at::Tensor tensor = tensors[0];
-  return runTransfer(c10d::OpType::RECVANYSOURCE, op, c10::IValue(tensors),
+  return runTransfer(c10d::OpType::RECVANYSOURCE, op, c10::IValue(tensors), -1,
                      [&](std::shared_ptr<Group> group, uint64_t number, auto timeout) {
                        return std::make_unique<TensorTransfer>(PointToPoint::Direction::Receive, std::move(group),
                                                                PointToPoint::kAnySource, tag, tensor, number, timeout);

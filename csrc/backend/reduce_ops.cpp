@@ -95,7 +95,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reduce_scatter(std::vector<at::Tensor
   };
   body = averagedIfNeeded(std::move(body), request.reduction, request.type, target);
   return runCollective(c10d::OpType::REDUCE_SCATTER, op, opts.timeout, opts.asyncOp, c10::IValue(outputTensors),
-                       tensorListType(), withCopyBack(std::move(body), std::move(copies)));
+                       tensorListType(), withCopyBack(std::move(body), std::move(copies)), inputTensors[0]);
 }
 
 c10::intrusive_ptr<c10d::Work> UcxBackend::reduce_scatter_single(at::Tensor& outputBuffer, at::Tensor& inputBuffer,
@@ -181,7 +181,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::reduceScatterTensors(std::vector<at::
   };
   body = averagedIfNeeded(std::move(body), request.reduction, request.type, packedOutput);
   return runCollective(opType, op, opts.timeout, opts.asyncOp, c10::IValue(outputs), tensorListType(),
-                       withCopyBack(std::move(body), std::move(copies)));
+                       withCopyBack(std::move(body), std::move(copies)), inputs);
 }
 
 }  // namespace ucxcoll

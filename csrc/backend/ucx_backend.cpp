@@ -133,8 +133,11 @@ std::shared_ptr<Group> UcxBackend::connectGroup(const std::shared_ptr<const Grou
   engine_->noteRanksOnThisHost(peers.ranksOnThisHost);
   // Hooks may be Python callables: run them on a future thread, never on
   // the engine's driver (which must not wait for the GIL).
-  group->setFailureListener([hooks = abortHooks_](const std::string& cause) {
-    FutureCompleter::instance().post([hooks, cause] { hooks->run("the group failed: " + cause); });
+  group->setFailureListener([hooks = abortHooks_, recording = flightRecording_](const std::string& cause) {
+    FutureCompleter::instance().post([hooks, recording, cause] {
+      hooks->run("the group failed: " + cause);
+      recording->dumpAfterFailure();
+    });
   });
   return group;
 }
@@ -325,7 +328,8 @@ void describeOutput(const c10::IValue& result, Operation& op) {
 }  // namespace
 
 c10::intrusive_ptr<UcxWork> UcxBackend::makeWork(Operation& op, c10d::OpType opType, const char* opName,
-                                                 c10::IValue result, c10::TypePtr resultType, uint64_t sequence) {
+                                                 c10::IValue result, c10::TypePtr resultType, uint64_t sequence,
+                                                 const FlightRecording::Ticket& entry) {
   describeOutput(result, op);  // for the audit log and the desync report
   // c10d::Work starts a profiler record when given a title; without a
   // profiler (no RecordFunction callbacks) it would only allocate one to
@@ -335,7 +339,14 @@ c10::intrusive_ptr<UcxWork> UcxBackend::makeWork(Operation& op, c10d::OpType opT
                                            title.empty() ? nullptr : title.c_str(), std::move(result),
                                            std::move(resultType), sequence);
   op.onComplete = [work](std::exception_ptr error) { work->completeFuture(error); };
-  op.onSucceeded = [work, listeners = completionListeners_] { work->noteSucceeded(*listeners); };
+  if (entry.id) {
+    op.onSucceeded = [work, listeners = completionListeners_, recording = flightRecording_, entry] {
+      work->noteSucceeded(*listeners);
+      recording->retire(entry, work->getDuration());
+    };
+  } else {
+    op.onSucceeded = [work, listeners = completionListeners_] { work->noteSucceeded(*listeners); };
+  }
   reportCompletion(op, opType, sequence);
   if (coalescing_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(coalescingMutex_);
@@ -349,11 +360,17 @@ c10::intrusive_ptr<UcxWork> UcxBackend::makeWork(Operation& op, c10d::OpType opT
 c10::intrusive_ptr<c10d::Work> UcxBackend::runCollective(c10d::OpType opType, const char* opName,
                                                          std::chrono::milliseconds requestedTimeout, bool asyncOp,
                                                          c10::IValue result, c10::TypePtr resultType,
-                                                         Collective::Body body) {
+                                                         Collective::Body body, const std::vector<at::Tensor>& inputs) {
   // Before taking any lock: this may free tensors and take the GIL.
   engine_->destroyRetired();
   FutureCompleter::instance().destroyRetired();
   const std::chrono::milliseconds timeout = effectiveTimeout(requestedTimeout);
+  // Before the lock: recording gathers the caller's traceback, which takes
+  // the GIL.
+  FlightRecording::Ticket entry;
+  if (flightRecording_->active()) {
+    entry = flightRecording_->record(opType, inputs, tensorsIn(result), timeout);
+  }
   // Held until the collective is handed over, so that the group's
   // collectives reach the engine in the order of their sequence numbers;
   // released before driving, so that completion callbacks may submit.
@@ -362,7 +379,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runCollective(c10d::OpType opType, co
   TORCH_CHECK(!closed_, "ucxcoll: ", opName, " called on a process group that was shut down");
   uint64_t sequence = group_->takeSequence();
   auto op = std::make_unique<Collective>(group_, sequence, opName, timeout, std::move(body), workspace_);
-  auto work = makeWork(*op, opType, opName, std::move(result), std::move(resultType), sequence);
+  auto work = makeWork(*op, opType, opName, std::move(result), std::move(resultType), sequence, entry);
   auto completion = op->sharedCompletion();
   // A synchronous collective completes its Future here, on the caller,
   // once it has driven it (UcxWork::FutureClaim). Claimed before the

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/collective_helpers.hpp"
+#include "backend/flight_recording.hpp"
 #include "backend/hook_table.hpp"
 #include "backend/torch_compat.hpp"
 #include "backend/ucx_work.hpp"
@@ -248,6 +249,9 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
 #endif
 
+  FlightRecording& flightRecording() {
+    return *flightRecording_;
+  }
   uint32_t channel() const {
     return group()->channel();
   }
@@ -261,13 +265,18 @@ class UcxBackend : public c10d::Backend {
   // no other thread is driving.
   c10::intrusive_ptr<c10d::Work> runCollective(c10d::OpType opType, const char* opName,
                                                std::chrono::milliseconds requestedTimeout, bool asyncOp,
-                                               c10::IValue result, c10::TypePtr resultType, Collective::Body body);
-  // Hand over a point-to-point transfer built by `make(group, number, timeout)`.
+                                               c10::IValue result, c10::TypePtr resultType, Collective::Body body,
+                                               const std::vector<at::Tensor>& inputs = {});
+  // Hand over a point-to-point transfer with `peer` (-1: any rank) built
+  // by `make(group, number, timeout)`.
   template <typename MakeTransfer>
-  c10::intrusive_ptr<c10d::Work> runTransfer(c10d::OpType opType, const char* opName, c10::IValue result,
+  c10::intrusive_ptr<c10d::Work> runTransfer(c10d::OpType opType, const char* opName, c10::IValue result, int peer,
                                              MakeTransfer make);
+  // `entry`: the operation's entry in torch's flight recorder, retired
+  // when it succeeds.
   c10::intrusive_ptr<UcxWork> makeWork(Operation& op, c10d::OpType opType, const char* opName, c10::IValue result,
-                                       c10::TypePtr resultType, uint64_t sequence);
+                                       c10::TypePtr resultType, uint64_t sequence,
+                                       const FlightRecording::Ticket& entry = {});
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds requested) const;
   // The message of a failed monitored barrier: gloo's wording, then ours.
   std::string monitoredBarrierFailure(const std::exception_ptr& error, std::chrono::milliseconds timeout,
@@ -283,7 +292,7 @@ class UcxBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgatherPacked(const char* op, c10d::OpType opType, at::Tensor packed,
                                                  at::Tensor gathered, CopyBacks copies,
                                                  const c10d::AllgatherOptions& opts, c10::IValue result,
-                                                 c10::TypePtr resultType);
+                                                 c10::TypePtr resultType, const std::vector<at::Tensor>& inputs);
   // Agree on a group with `size` ranks through `store` and connect to
   // them; `membership` receives what the ranks told each other.
   std::shared_ptr<Group> setUpGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -324,6 +333,7 @@ class UcxBackend : public c10d::Backend {
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();
   std::shared_ptr<AbortHooks> abortHooks_ = std::make_shared<AbortHooks>();
   std::shared_ptr<CompletionListeners> completionListeners_ = std::make_shared<CompletionListeners>();
+  std::shared_ptr<FlightRecording> flightRecording_ = std::make_shared<FlightRecording>(rank_);
   // The onCompletion hook and the operations whose hook calls are pending.
   // Completions queue up in the order they happen (on the driver); one
   // future thread at a time calls the hook for them, in that order.

@@ -77,10 +77,10 @@ int UcxWork::sourceRank() const {
   return rank;
 }
 
-std::vector<at::Tensor> UcxWork::result() {
+std::vector<at::Tensor> tensorsIn(const c10::IValue& value) {
   std::vector<at::Tensor> tensors;
-  if (result_.isList()) {  // tensors, or lists of tensors (all_gather)
-    for (const auto& element : result_.toListRef()) {
+  if (value.isList()) {  // tensors, or lists of tensors (all_gather)
+    for (const auto& element : value.toListRef()) {
       if (element.isTensor()) {
         tensors.push_back(element.toTensor());
       } else if (element.isList()) {
@@ -90,6 +90,10 @@ std::vector<at::Tensor> UcxWork::result() {
     }
   }
   return tensors;
+}
+
+std::vector<at::Tensor> UcxWork::result() {
+  return tensorsIn(result_);
 }
 
 bool UcxWork::wait(std::chrono::milliseconds timeout) {

@@ -44,6 +44,9 @@ using CompletionListeners = HookTable<CompletionListener>;
 // after the Work may be gone (torch's Work::getCompletionKey contract).
 uint64_t nextCompletionKey();
 
+// The tensors of an operation's result: a list of tensors, or of lists.
+std::vector<at::Tensor> tensorsIn(const c10::IValue& value);
+
 class UcxWork : public c10d::Work {
  public:
   // `result` is what the Future completes with; its type is `resultType`

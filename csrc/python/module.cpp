@@ -92,6 +92,14 @@ PYBIND11_MODULE(_C, m) {
           },
           "The backend CUDA tensors went to (torch's ProcessGroupNCCL), or None while none has come.")
       .def(
+          "_start_flight_recording",
+          [](ucxcoll::DeviceRouter& self, std::string name, std::string description, std::vector<uint64_t> ranks) {
+            self.cpuBackend().flightRecording().start(std::move(name), std::move(description), std::move(ranks));
+          },
+          py::arg("group_name"), py::arg("group_desc"), py::arg("global_ranks"),
+          "Write this group's CPU operations into torch's flight recorder (backend \"ucxcoll\") from now on; "
+          "called once torch has named the group.")
+      .def(
           "perform_nocolor_split", [](ucxcoll::DeviceRouter&, const at::Device&) {},
           "Called by torch on ranks outside a new group when the default group has a bound device. ucxcoll never "
           "makes a group's NCCL communicator by splitting its parent's, so there is nothing to take part in.");
@@ -106,6 +114,8 @@ PYBIND11_MODULE(_C, m) {
       py::arg("dist_backend_options"), py::arg("parent") = py::none(),
       "Create the backend for one process group (called by torch.distributed); parent: the default group's "
       "UcxcollBackend, whose connections a group of its ranks is then made from.");
+  m.def("_records_flight_natively", &ucxcoll::FlightRecording::recordsNatively,
+        "Whether this build writes torch's flight recorder entries itself (else torch's hook does).");
   m.def("ucx_version", &ucxVersion, "Version of the UCX library loaded at run time.");
   m.def("_stop_progress_thread", &stopProgressThreadAtExit, py::call_guard<py::gil_scoped_release>(),
         "Python atexit: let pending collectives finish (UCXCOLL_EXIT_GRACE_MS), then stop the progress thread.");

@@ -645,36 +645,57 @@ def abort_hooks(rank: int, world: int, port: int, workdir: str) -> None:
     report(supported=supported, after_failure=after_failure, after_abort=after_abort, errors=len(errors))
 
 def flight_recorder(rank: int, world: int, port: int, workdir: str) -> None:
-    """torch's flight recorder (attached to every group by torch 2.15) marks
-    what ucxcoll completed "completed" -- collectives, an async one, both
-    sides of a batch_isend_irecv -- and leaves a collective that timed out
-    "scheduled", the state that tells a hang from a finished op."""
+    """torch's flight recorder marks what ucxcoll completed "completed" --
+    collectives, an async one, both sides of a batch_isend_irecv -- and
+    leaves a collective that timed out "scheduled", the state that tells a
+    hang from a finished op. ucxcoll writes the entries itself (no torch
+    hook attached), with each operation's input and output sizes, and the
+    rank whose collective failed dumps the trace to its file. With
+    UCXCOLL_TEST_PRETEND_CUDA=1 torch.cuda.is_available() says yes, and
+    torch's hook records instead: the entries must read the same."""
     import pickle
 
+    if os.environ.get("UCXCOLL_TEST_PRETEND_CUDA") == "1":
+        torch.cuda.is_available = lambda: True
+    os.environ["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(workdir, "fr_trace_rank_")
     init(rank, world, port, timeout_seconds=2)
     store = dist.distributed_c10d._get_default_store()
     tensor = torch.ones(4)
     dist.all_reduce(tensor)
     dist.broadcast(tensor, 0)
     dist.all_reduce(tensor, async_op=True).wait()
+    dist.all_gather_into_tensor(torch.zeros(2 * world), torch.ones(2))
     peer = 1 - rank
     ops = [dist.P2POp(dist.isend, torch.ones(3), peer), dist.P2POp(dist.irecv, torch.zeros(3), peer)]
     for work in dist.batch_isend_irecv(ops):
         work.wait()
     dist.barrier()
     failed = None
+    dumped = None
+    dump_file = os.path.join(workdir, f"fr_trace_rank_{rank}")
     if rank == 0:
         try:
             dist.all_reduce(tensor)  # rank 1 does not join: times out
         except dist.DistBackendError as error:
             failed = "timed out" in str(error)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(dump_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the file is written whole, not renamed into place
+        with open(dump_file, "rb") as f:
+            dumped = [entry["profiling_name"] for entry in pickle.load(f)["entries"]][-2:]
         store.set("rank0_done", "1")
     else:
         store.wait(["rank0_done"], timedelta(seconds=60))
     dump = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(True, False, False, backend="ucxcoll"))
     entries = [[entry["profiling_name"], entry["state"], "duration_ms" in entry]
                for entry in dump["entries"]]
-    report(supported=dist.group.WORLD.supports_completion_hooks, failed=failed, entries=entries)
+    gather = next(entry for entry in dump["entries"] if entry["profiling_name"] == "ucxcoll:_all_gather_base")
+    report(supported=dist.group.WORLD.supports_completion_hooks, failed=failed, entries=entries,
+           hooks=len(dist.distributed_c10d._world.pg_flight_recorder_hooks),
+           gather_sizes=[gather["input_sizes"], gather["output_sizes"]],
+           sequence=[[entry["collective_seq_id"], entry["p2p_seq_id"]] for entry in dump["entries"]],
+           dumped=dumped)
 
 def run_victim(scenario: str, rank: int, world: int, port: int, workdir: str) -> None:
     """Runs `scenario` for this rank as a child process, which SIGKILLs

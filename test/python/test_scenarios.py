@@ -379,16 +379,27 @@ def test_abort_hooks_run_once_when_the_group_fails_and_when_it_is_aborted():
                           "after_abort": ["world hook", "other hook"], "errors": 2}
 
 
-def test_flight_recorder_marks_completed_ops_completed_and_leaves_a_timed_out_one_scheduled():
-    reports = run_scenario("flight_recorder", world=2, timeout=120)
+@pytest.mark.parametrize("recorder", ["ucxcoll", "torch_hook"])
+def test_flight_recorder_marks_completed_ops_completed_and_leaves_a_timed_out_one_scheduled(recorder):
+    # Where no CUDA device is usable ucxcoll writes the entries itself; where
+    # one is, torch's hook does (it also records the NCCL side): the entries
+    # read the same either way.
+    pretend_cuda = "1" if recorder == "torch_hook" else "0"
+    reports = run_scenario("flight_recorder", world=2, timeout=120, UCXCOLL_TEST_PRETEND_CUDA=pretend_cuda)
     done = lambda name: [f"ucxcoll:{name}", "completed", True]
-    common = [done("all_reduce"), done("broadcast"), done("all_reduce")]
+    common = [done("all_reduce"), done("broadcast"), done("all_reduce"), done("_all_gather_base")]
     barrier = done("barrier")
-    assert reports[0] == {"supported": True, "failed": True,
+    # collective and point-to-point sequence numbers count apart, from 1
+    sequence = [[1, 0], [2, 0], [3, 0], [4, 0], [4, 1], [4, 2], [5, 2]]
+    native = {"supported": True, "hooks": 1 if recorder == "torch_hook" else 0, "gather_sizes": [[[2]], [[4]]]}
+    assert reports[0] == {**native, "failed": True,
                           "entries": common + [done("send 0->1"), done("recv 0<-1"), barrier,
-                                               ["ucxcoll:all_reduce", "scheduled", False]]}
-    assert reports[1] == {"supported": True, "failed": None,
-                          "entries": common + [done("send 1->0"), done("recv 1<-0"), barrier]}
+                                               ["ucxcoll:all_reduce", "scheduled", False]],
+                          "sequence": sequence + [[6, 2]],
+                          "dumped": ["ucxcoll:barrier", "ucxcoll:all_reduce"]}
+    assert reports[1] == {**native, "failed": None,
+                          "entries": common + [done("send 1->0"), done("recv 1<-0"), barrier],
+                          "sequence": sequence, "dumped": None}
 
 
 def test_survivors_of_a_killed_rank_reconfigure_the_group_and_go_on():

@@ -149,6 +149,45 @@ def _make_gpu_backend(store, rank, size, timeout_ms, group_name, global_ranks):
     return dist.ProcessGroupNCCL(nccl_store, rank, size, options)
 
 
+def _records_natively(pg, backend_config, _C) -> list | None:
+    """The group's ucxcoll backends if ucxcoll may write the group's flight
+    recorder entries itself, else None (torch's hook records the group).
+
+    Only where every backend of the group is ucxcoll and no CUDA device is
+    usable: CUDA tensors go to NCCL, whose operations ucxcoll cannot retire
+    at completion, and torch's hook records a group whole or not at all."""
+    import torch
+
+    names = set(backend_config.get_device_backend_map().values())
+    if names != {BACKEND_NAME} or torch.cuda.is_available():
+        return None
+    backend = pg._get_backend(torch.device("cpu"))
+    return [backend] if isinstance(backend, _C.UcxcollBackend) else None
+
+
+def _install_flight_recording(c10d, _C) -> None:
+    """torch 2.15 attaches a FlightRecorderHook to every group of a backend
+    outside its _FR_SELF_RECORDING_BACKENDS; for ucxcoll's 8-byte all_reduce
+    that hook costs a third of the call (measured, docs/BENCHMARKS.md).
+    Where ucxcoll records the group itself (see _records_natively) it starts
+    its own recording instead of the hook, under the group's name,
+    description and global ranks, which torch has set by this call."""
+    original = getattr(c10d, "_maybe_attach_flight_recorder", None)
+    if original is None or getattr(original, "_ucxcoll", False) or not _C._records_flight_natively():
+        return
+
+    def attach_flight_recorder(pg, backend_config, global_ranks):
+        ours = _records_natively(pg, backend_config, _C)
+        if ours is None:
+            return original(pg, backend_config, global_ranks)
+        for backend in ours:
+            backend._start_flight_recording(pg.group_name, pg.group_desc, list(global_ranks))
+        return None
+
+    attach_flight_recorder._ucxcoll = True
+    c10d._maybe_attach_flight_recorder = attach_flight_recorder
+
+
 def is_registered() -> bool:
     import torch.distributed as dist
 
@@ -176,6 +215,7 @@ def register() -> None:
         # the script's own atexit handlers (e.g. destroy_process_group).
         atexit.register(_C._stop_progress_thread)
 
+        _install_flight_recording(dist.distributed_c10d, _C)
         if not is_registered():
             dist.Backend.register_backend(
                 BACKEND_NAME, _create_backend, extended_api=True, devices=DEVICES
