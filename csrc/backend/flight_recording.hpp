@@ -1,11 +1,11 @@
 #pragma once
 // ucxcoll's entries in torch's flight recorder, written by the backend
 // itself (as ProcessGroupGloo does) rather than by the FlightRecorderHook
-// torch 2.15 attaches to backends that do not record. The hook costs
-// two hook dispatches, a map of operations in flight and a completion
-// lookup per call: measured, 3-6 us of an 8-byte all_reduce's ~10 us.
-// Recording here costs one entry at submission and one retirement on
-// success.
+// torch 2.15 attaches to backends that do not record. The hook adds two
+// hook dispatches, a map of operations in flight and a completion lookup
+// to each call; recording here is one entry at submission and one
+// retirement on success: an 8-byte all_reduce at 2 ranks takes about 1 us
+// less (docs/BENCHMARKS.md, 2026-12-07).
 //
 // What an entry says is what the hook would have said, so that dumps and
 // torch's trace analyzer read the same: "ucxcoll:<operation>" with the

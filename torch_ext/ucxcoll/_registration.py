@@ -149,8 +149,8 @@ def _make_gpu_backend(store, rank, size, timeout_ms, group_name, global_ranks):
     return dist.ProcessGroupNCCL(nccl_store, rank, size, options)
 
 
-def _records_natively(pg, backend_config, _C) -> list | None:
-    """The group's ucxcoll backends if ucxcoll may write the group's flight
+def _records_natively(pg, backend_config, _C):
+    """The group's ucxcoll backend if ucxcoll may write the group's flight
     recorder entries itself, else None (torch's hook records the group).
 
     Only where every backend of the group is ucxcoll and no CUDA device is
@@ -162,13 +162,14 @@ def _records_natively(pg, backend_config, _C) -> list | None:
     if names != {BACKEND_NAME} or torch.cuda.is_available():
         return None
     backend = pg._get_backend(torch.device("cpu"))
-    return [backend] if isinstance(backend, _C.UcxcollBackend) else None
+    return backend if isinstance(backend, _C.UcxcollBackend) else None
 
 
 def _install_flight_recording(c10d, _C) -> None:
     """torch 2.15 attaches a FlightRecorderHook to every group of a backend
-    outside its _FR_SELF_RECORDING_BACKENDS; for ucxcoll's 8-byte all_reduce
-    that hook costs a third of the call (measured, docs/BENCHMARKS.md).
+    outside its _FR_SELF_RECORDING_BACKENDS; an 8-byte all_reduce takes about
+    1 us more with that hook than with ucxcoll's own entries (measured,
+    docs/BENCHMARKS.md).
     Where ucxcoll records the group itself (see _records_natively) it starts
     its own recording instead of the hook, under the group's name,
     description and global ranks, which torch has set by this call."""
@@ -177,11 +178,10 @@ def _install_flight_recording(c10d, _C) -> None:
         return
 
     def attach_flight_recorder(pg, backend_config, global_ranks):
-        ours = _records_natively(pg, backend_config, _C)
-        if ours is None:
+        backend = _records_natively(pg, backend_config, _C)
+        if backend is None:
             return original(pg, backend_config, global_ranks)
-        for backend in ours:
-            backend._start_flight_recording(pg.group_name, pg.group_desc, list(global_ranks))
+        backend._start_flight_recording(pg.group_name, pg.group_desc, list(global_ranks))
         return None
 
     attach_flight_recorder._ucxcoll = True
