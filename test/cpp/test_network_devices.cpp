@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_descriptor.hpp"
 #include "common/interface_list.hpp"
 #include "transport/network_devices.hpp"
 #include "transport/tcp_progress.hpp"
@@ -162,31 +163,32 @@ TEST_CASE("the addresses of a device list are the literals after each name", "[n
 TEST_CASE("the bytes moved over this process's TCP connections are counted by peer address", "[network]") {
   // A connection over loopback: what one end sends and the other receives
   // shows up under 127.0.0.1 (counted on both ends, as both are ours).
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(listener >= 0);
+  // Held in FileDescriptors: a failed REQUIRE leaves the test by an exception.
+  const FileDescriptor listener(socket(AF_INET, SOCK_STREAM, 0));
+  REQUIRE(listener.get() >= 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t length = sizeof(address);
-  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  REQUIRE(listen(listener, 1) == 0);
-  const int client = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-  const int server = accept(listener, nullptr, nullptr);
-  REQUIRE(server >= 0);
+  REQUIRE(bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  REQUIRE(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  REQUIRE(listen(listener.get(), 1) == 0);
+  const FileDescriptor client(socket(AF_INET, SOCK_STREAM, 0));
+  REQUIRE(connect(client.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  const FileDescriptor server(accept(listener.get(), nullptr, nullptr));
+  REQUIRE(server.get() >= 0);
   const uint64_t before = tcpBytesByPeerAddress()["127.0.0.1"];
   const std::vector<char> data(1 << 16, 'x');
   std::size_t sent = 0;
   while (sent < data.size()) {
-    const ssize_t wrote = write(client, data.data() + sent, data.size() - sent);
+    const ssize_t wrote = write(client.get(), data.data() + sent, data.size() - sent);
     REQUIRE(wrote > 0);
     sent += static_cast<std::size_t>(wrote);
   }
   std::vector<char> received(data.size());
   std::size_t got = 0;
   while (got < received.size()) {
-    const ssize_t read = ::read(server, received.data() + got, received.size() - got);
+    const ssize_t read = ::read(server.get(), received.data() + got, received.size() - got);
     REQUIRE(read > 0);
     got += static_cast<std::size_t>(read);
   }
@@ -196,7 +198,4 @@ TEST_CASE("the bytes moved over this process's TCP connections are counted by pe
   // at least.
   CHECK(after.at("127.0.0.1") - before >= 2 * data.size());
   CHECK(after.count("192.0.2.1") == 0);  // nothing connects there
-  close(server);
-  close(client);
-  close(listener);
 }
