@@ -20,7 +20,7 @@
 // for longer than the answer is allowed (a 64 MiB all_gather across a 400
 // Mbit/s link named live ranks unreachable). A rank that does not answer
 // is therefore named only if the TCP connections to its host also moved
-// no byte while it was asked (transport/tcp_progress.hpp): a link that
+// no byte while it was asked (Transport::bytesMovedByPeerAddress): a link that
 // moves bytes is not cut, and the host behind it is up; it is asked again.
 // Where no TCP connection leads to its host (RDMA lanes), silence decides.
 
@@ -35,7 +35,6 @@
 #include "engine/engine.hpp"
 #include "engine/group.hpp"
 #include "engine/status_query.hpp"
-#include "transport/tcp_progress.hpp"
 
 namespace ucxcoll {
 namespace {
@@ -44,8 +43,8 @@ constexpr auto kLivenessScanPeriod = std::chrono::milliseconds(100);
 
 // The bytes exchanged over TCP with each of `peers`' addresses, summed per
 // peer (-1 where no TCP connection leads to any of them).
-std::vector<int64_t> tcpBytesExchanged(const Group& group, const std::vector<int>& peers) {
-  const std::map<std::string, uint64_t> byAddress = tcpBytesByPeerAddress();
+std::vector<int64_t> tcpBytesExchanged(const Transport& transport, const Group& group, const std::vector<int>& peers) {
+  const std::map<std::string, uint64_t> byAddress = transport.bytesMovedByPeerAddress();
   std::vector<int64_t> bytes;
   for (int peer : peers) {
     int64_t sum = -1;
@@ -104,7 +103,7 @@ void Engine::checkLiveness(Clock::time_point now) {
     auto answers = std::make_shared<Answers>(asked.size());
     const uint32_t id = nextStatusQuery_++ & tag::kMaxInternalValue;
     auto query = std::make_unique<StatusQuery>(op->group_, id, asked, answers, interval);
-    std::vector<int64_t> movedBefore = tcpBytesExchanged(*group, asked);
+    std::vector<int64_t> movedBefore = tcpBytesExchanged(*transport_, *group, asked);
     query->onComplete = [this, serial = op->serial_, weakGroup = std::weak_ptr<Group>(op->group_),
                          movedBefore = std::move(movedBefore), asked = std::move(asked), answers,
                          interval](std::exception_ptr) {
@@ -123,7 +122,7 @@ void Engine::checkLiveness(Clock::time_point now) {
           continue;
         }
         if (movedNow.empty()) {
-          movedNow = tcpBytesExchanged(*group, asked);
+          movedNow = tcpBytesExchanged(*transport_, *group, asked);
         }
         if (movedBefore[i] >= 0 && movedNow[i] > movedBefore[i]) {
           UCXCOLL_DEBUG("rank " << asked[i] << " of group \"" << group->name() << "\" did not answer within "

@@ -775,6 +775,10 @@ bool SharedMemoryTransport::hasFailedPeers() const {
   return network_->hasFailedPeers();
 }
 
+std::map<std::string, uint64_t> SharedMemoryTransport::bytesMovedByPeerAddress() const {
+  return network_->bytesMovedByPeerAddress();  // other hosts are reached through it
+}
+
 void SharedMemoryTransport::setJobKey(uint64_t key) {
   jobKey_ = key;
   network_->setJobKey(key);

@@ -88,6 +88,7 @@ class SharedMemoryTransport final : public Transport {
   void peerGone(PeerHandle peer) override;
   std::vector<PeerFailure> takeFailedPeers() override;
   bool hasFailedPeers() const override;
+  std::map<std::string, uint64_t> bytesMovedByPeerAddress() const override;
   void setJobKey(uint64_t key) override;
   void setFailureListener(std::function<void()> listener) override;
 

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -146,6 +147,12 @@ class Transport {
   // Called (on any thread) when a failure is queued for takeFailedPeers(),
   // so that an idle engine takes it at once. Set before the first connect.
   virtual void setFailureListener(std::function<void()> /*listener*/) {}
+  // For each peer address (an IP literal) this transport reaches over a
+  // kernel stream connection: the bytes that have moved over those
+  // connections so far, acknowledged by the peer or received from it. What
+  // tells a slow link from a cut one (engine/liveness.cpp). Empty where the
+  // transport cannot tell (shared memory, RDMA, in-process loopback).
+  virtual std::map<std::string, uint64_t> bytesMovedByPeerAddress() const { return {}; }
 };
 
 }  // namespace ucxcoll

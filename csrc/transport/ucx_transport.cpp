@@ -19,6 +19,7 @@
 #include "common/error.hpp"
 #include "common/logging.hpp"
 #include "transport/tag.hpp"
+#include "transport/tcp_progress.hpp"
 
 namespace ucxcoll {
 namespace {
@@ -722,6 +723,10 @@ void UcxTransport::interrupt() {
   uint64_t one = 1;
   // A full counter already means "wake up"; nothing else can go wrong here.
   [[maybe_unused]] auto written = ::write(interrupt_.get(), &one, sizeof(one));
+}
+
+std::map<std::string, uint64_t> UcxTransport::bytesMovedByPeerAddress() const {
+  return tcpBytesByPeerAddress();
 }
 
 }  // namespace ucxcoll

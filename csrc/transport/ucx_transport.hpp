@@ -89,6 +89,9 @@ class UcxTransport final : public Transport {
   void peerGone(PeerHandle peer) override;
   std::vector<PeerFailure> takeFailedPeers() override;
   bool hasFailedPeers() const override { return hasFailedPeers_.load(std::memory_order_acquire); }
+  // UCX's TCP lanes are this process's sockets: the kernel counts them
+  // (transport/tcp_progress.hpp).
+  std::map<std::string, uint64_t> bytesMovedByPeerAddress() const override;
   void setFailureListener(std::function<void()> listener) override {
     std::lock_guard<std::mutex> lock(deferredMutex_);
     failureListener_ = std::move(listener);
