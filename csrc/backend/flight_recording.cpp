@@ -10,7 +10,6 @@
 #endif
 
 #include <atomic>
-#include <string_view>
 
 #include "common/logging.hpp"
 
@@ -20,8 +19,10 @@ namespace ucxcoll {
 namespace {
 
 // The operation names of torch's trace analyzer (its COLLECTIVES and P2P
-// lists), which rejects an entry it cannot name.
-const char* analyzerName(c10d::OpType opType) {
+// lists), which rejects an entry it cannot name. `opName`, the backend's
+// own name, where the type does not say which operation it was (COALESCED:
+// all_gather_into_tensor_coalesced, reduce_scatter_tensor_coalesced).
+const char* analyzerName(c10d::OpType opType, const char* opName) {
   switch (opType) {
     case c10d::OpType::BROADCAST:
       return "broadcast";
@@ -57,7 +58,7 @@ const char* analyzerName(c10d::OpType opType) {
     case c10d::OpType::BARRIER:
       return "barrier";
     case c10d::OpType::COALESCED:
-      return "coalesced";
+      return opName;
     default:
       return "unknown";
   }
@@ -108,14 +109,15 @@ bool FlightRecording::active() const {
   return started_.load(std::memory_order_acquire) && recorder()->enabled_;
 }
 
-FlightRecording::Ticket FlightRecording::record(c10d::OpType opType, const std::vector<at::Tensor>& inputs,
+FlightRecording::Ticket FlightRecording::record(c10d::OpType opType, const char* opName,
+                                                const std::vector<at::Tensor>& inputs,
                                                 const std::vector<at::Tensor>& outputs,
                                                 std::chrono::milliseconds timeout, int peer) {
   if (!active()) {
     return {};
   }
   const bool pointToPoint = isPointToPoint(opType);
-  const char* operation = analyzerName(opType);
+  const char* operation = analyzerName(opType, opName);
   int64_t collectiveSequence = 0;
   int64_t transferSequence = 0;
   int64_t sequence = 0;
@@ -181,7 +183,7 @@ void FlightRecording::start(std::string, std::string, std::vector<uint64_t>) {}
 bool FlightRecording::active() const {
   return false;
 }
-FlightRecording::Ticket FlightRecording::record(c10d::OpType, const std::vector<at::Tensor>&,
+FlightRecording::Ticket FlightRecording::record(c10d::OpType, const char*, const std::vector<at::Tensor>&,
                                                 const std::vector<at::Tensor>&, std::chrono::milliseconds, int) {
   return {};
 }

@@ -69,11 +69,12 @@ class FlightRecording {
 
   // Whether record() writes an entry (started, and the recorder is on).
   bool active() const;
-  // Records an operation about to be submitted. `peer`: the other rank of
-  // a send or receive (-1 for a receive from any rank). Nothing (an empty
-  // ticket) while recording is off.
-  Ticket record(c10d::OpType opType, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-                std::chrono::milliseconds timeout, int peer = -1);
+  // Records an operation about to be submitted; `opName` is the backend's
+  // name for it (a string literal: the ticket may keep it). `peer`: the
+  // other rank of a send or receive (-1 for a receive from any rank).
+  // Nothing (an empty ticket) while recording is off.
+  Ticket record(c10d::OpType opType, const char* opName, const std::vector<at::Tensor>& inputs,
+                const std::vector<at::Tensor>& outputs, std::chrono::milliseconds timeout, int peer = -1);
   // Marks the entry completed, with the operation's duration.
   void retire(const Ticket& ticket, float durationMs);
 

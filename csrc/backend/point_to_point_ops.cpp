@@ -66,7 +66,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runTransfer(c10d::OpType opType, cons
   FlightRecording::Ticket entry;
   if (flightRecording_->active()) {
     const auto tensors = tensorsIn(result);
-    entry = flightRecording_->record(opType, tensors, tensors, timeout, peer);
+    entry = flightRecording_->record(opType, opName, tensors, tensors, timeout, peer);
   }
   std::unique_ptr<TensorTransfer> op = make(std::move(group), number, timeout);
   auto work = makeWork(*op, opType, opName, std::move(result), tensorListType(), number, entry);

@@ -369,7 +369,7 @@ c10::intrusive_ptr<c10d::Work> UcxBackend::runCollective(c10d::OpType opType, co
   // the GIL.
   FlightRecording::Ticket entry;
   if (flightRecording_->active()) {
-    entry = flightRecording_->record(opType, inputs, tensorsIn(result), timeout);
+    entry = flightRecording_->record(opType, opName, inputs, tensorsIn(result), timeout);
   }
   // Held until the collective is handed over, so that the group's
   // collectives reach the engine in the order of their sequence numbers;

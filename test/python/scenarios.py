@@ -665,6 +665,8 @@ def flight_recorder(rank: int, world: int, port: int, workdir: str) -> None:
     dist.broadcast(tensor, 0)
     dist.all_reduce(tensor, async_op=True).wait()
     dist.all_gather_into_tensor(torch.zeros(2 * world), torch.ones(2))
+    with dist.distributed_c10d._coalescing_manager():
+        dist.reduce_scatter_tensor(torch.zeros(2), torch.ones(2 * world))
     peer = 1 - rank
     ops = [dist.P2POp(dist.isend, torch.ones(3), peer), dist.P2POp(dist.irecv, torch.zeros(3), peer)]
     for work in dist.batch_isend_irecv(ops):

@@ -387,15 +387,16 @@ def test_flight_recorder_marks_completed_ops_completed_and_leaves_a_timed_out_on
     pretend_cuda = "1" if recorder == "torch_hook" else "0"
     reports = run_scenario("flight_recorder", world=2, timeout=120, UCXCOLL_TEST_PRETEND_CUDA=pretend_cuda)
     done = lambda name: [f"ucxcoll:{name}", "completed", True]
-    common = [done("all_reduce"), done("broadcast"), done("all_reduce"), done("_all_gather_base")]
+    common = [done("all_reduce"), done("broadcast"), done("all_reduce"), done("_all_gather_base"),
+              done("reduce_scatter_tensor_coalesced")]
     barrier = done("barrier")
     # collective and point-to-point sequence numbers count apart, from 1
-    sequence = [[1, 0], [2, 0], [3, 0], [4, 0], [4, 1], [4, 2], [5, 2]]
+    sequence = [[1, 0], [2, 0], [3, 0], [4, 0], [5, 0], [5, 1], [5, 2], [6, 2]]
     native = {"supported": True, "hooks": 1 if recorder == "torch_hook" else 0, "gather_sizes": [[[2]], [[4]]]}
     assert reports[0] == {**native, "failed": True,
                           "entries": common + [done("send 0->1"), done("recv 0<-1"), barrier,
                                                ["ucxcoll:all_reduce", "scheduled", False]],
-                          "sequence": sequence + [[6, 2]],
+                          "sequence": sequence + [[7, 2]],
                           "dumped": ["ucxcoll:barrier", "ucxcoll:all_reduce"]}
     assert reports[1] == {**native, "failed": None,
                           "entries": common + [done("send 1->0"), done("recv 1<-0"), barrier],
