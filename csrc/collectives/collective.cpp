@@ -159,18 +159,23 @@ void Collective::announceFailure(const std::exception_ptr& error) {
     std::rethrow_exception(error);
   } catch (const AbortedError&) {
     return;  // aborted or shut down here: the peers get their own answer
+  } catch (const PeerGoneError&) {
+    // Every survivor learns of a dead peer by itself, and names it; a
+    // notice from this rank would only race with that and say less. A rank
+    // that left told every rank of an eager group, but only the ranks that
+    // can be waiting for it in a lazy one: pass its notice on, so that a
+    // rank waiting for this one learns who left (engine/notices.cpp).
+    if (leaver_ && group()->connectsLazily()) {
+      tellGroup(tag::kLeftNotice + static_cast<uint32_t>(leaver_->how), leaver_->finishedCollectives,
+                static_cast<uint32_t>(leaver_->rank));
+    }
+    return;
   } catch (const MismatchError&) {
     purpose = tag::kDisagreementNotice;
   } catch (...) {
   }
-  const auto value = static_cast<uint32_t>(sequence_ & tag::kMaxInternalValue);
   // The whole group, whatever rank view the algorithm was in.
-  for (int peer = 0; peer < groupSize_; ++peer) {
-    if (peer != groupRank_) {
-      sendTagged(peer, tag::internal(group()->peerChannel(peer), purpose, value, static_cast<uint32_t>(groupRank_)),
-                 nullptr, 0);
-    }
-  }
+  tellGroup(purpose, static_cast<uint32_t>(sequence_ & tag::kMaxInternalValue), static_cast<uint32_t>(groupRank_));
 }
 
 std::exception_ptr Collective::checkForFailureNotice(Transport& transport) {
@@ -216,6 +221,7 @@ std::exception_ptr Collective::checkForFailureNotice(Transport& transport) {
     // what it sent for those is on its way.
     const uint64_t behind = (sequence_ - leaver.finishedCollectives) & tag::kMaxInternalValue;
     if (behind <= tag::kMaxInternalValue / 2) {
+      leaver_ = leaver;
       return std::make_exception_ptr(
           PeerGoneError(name() + ": " + describeLeaving(leaver) + "; it will take part in no more" + kClosedByPeer));
     }

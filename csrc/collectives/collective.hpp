@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -151,6 +152,8 @@ class Collective : public Operation {
   std::shared_ptr<Workspace> workspace_;
   tag::Routine routine_{};
   bool begun_ = false;
+  // The rank whose leaving failed this collective (checkForFailureNotice).
+  std::optional<LeftPeer> leaver_;
   uint32_t detail_ = 0;
   // The rank view the algorithm runs on, if any, and its phase.
   bool inView_ = false;

@@ -299,6 +299,7 @@ void Engine::serviceWhileIdle() {
   ++depth_;
   step();
   answerStatusRequests();
+  answerLateReaches();
   dropStrayMessages(Clock::now());
   --depth_;
 }

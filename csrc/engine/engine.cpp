@@ -703,11 +703,7 @@ void Engine::review(Operation& op) {
         peerGone = true;
       } catch (...) {
       }
-      // Every survivor learns of a dead peer by itself, and names it; a
-      // notice from this rank would only race with that and say less.
-      if (!peerGone) {
-        op.announceFailure(op.failure_);
-      }
+      op.announceFailure(op.failure_);
       // What was posted to or expected from a dead peer will not end: give
       // the rest a short moment, then keep the operation as a zombie.
       op.drainUntil_ = Clock::now() + (stopRequested_.load() || peerGone ? kExitDrainBound : kDrainBound);
@@ -851,6 +847,7 @@ void Engine::housekeeping(Clock::time_point now) {
     }
   }
   answerStatusRequests();
+  answerLateReaches();
   dropStrayMessages(now);
   checkLiveness(now);
 }
@@ -925,6 +922,7 @@ uint32_t Engine::openChannel() {
       if (channels_[channel] != ChannelState::Open) {
         channels_[channel] = ChannelState::Open;
         strayRangesStale_ = true;
+        std::erase_if(closedLazyGroups_, [channel](const auto& closed) { return closed->channel() == channel; });
         // Messages an earlier group with this number never received.
         std::size_t dropped = transport_->discard(tag::channelBlockTag(channel), tag::channelBlockMask(0));
         if (dropped > 0) {
@@ -1010,6 +1008,7 @@ std::shared_ptr<Group> Engine::createGroup(std::string name, int rank, int size,
     const bool atSetup =
         connectWhen == ConnectWhen::AtSetup || (connectWhen == ConnectWhen::AsConfigured &&
                                                 (mode == "eager" || (mode == "auto" && size <= kEagerConnectMaxRanks)));
+    group->connectsLazily_ = !atSetup;
     std::vector<int> left;         // alive, but no longer running ucxcoll
     std::vector<int> unreachable;  // no route from here to what they offer
     for (int peer = 0; peer < size; ++peer) {
@@ -1251,9 +1250,10 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait, LeaveRea
   // submitted before it.
   class CloseGroup final : public Operation {
    public:
-    CloseGroup(Engine& engine, std::shared_ptr<Group> group, LeaveReason leaving)
-        : Operation(Kind::Collective, std::move(group), std::chrono::milliseconds(0)),
+    CloseGroup(Engine& engine, const std::shared_ptr<Group>& group, LeaveReason leaving)
+        : Operation(Kind::Collective, group, std::chrono::milliseconds(0)),
           owner_(engine),
+          closing_(group),
           leaving_(leaving) {
       runsOnFailedGroup_ = true;
     }
@@ -1273,13 +1273,15 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait, LeaveRea
       // Once: abort() closes the group, then shuts down.
       const bool tellPeers = !rankOfGroupGone && !group.closed_;
       const auto completed = static_cast<uint32_t>(group.finishedCollectives_ & tag::kMaxInternalValue);
-      for (int peer = 0; peer < group.size() && tellPeers; ++peer) {
-        if (peer != group.rank()) {
-          sendTagged(peer,
-                     tag::internal(group.peerChannel(peer), tag::kLeftNotice + static_cast<uint32_t>(leaving_),
-                                   completed, static_cast<uint32_t>(group.rank())),
-                     nullptr, 0);
-        }
+      if (tellPeers) {
+        tellGroup(tag::kLeftNotice + static_cast<uint32_t>(leaving_), completed, static_cast<uint32_t>(group.rank()));
+      }
+      if (group.connectsLazily() && !group.closed_ && !group.notices_.empty()) {
+        // A rank that connects later is told that this one left
+        // (answerLateReaches) until the channel is reused. Nothing of the
+        // backend's may be called for the group from here on.
+        group.setFailureListener(nullptr);
+        owner_.closedLazyGroups_.push_back(closing_);
       }
       group.closed_ = true;
       std::vector<uint64_t> transfers;
@@ -1294,6 +1296,7 @@ void Engine::closeGroup(const std::shared_ptr<Group>& group, bool wait, LeaveRea
 
    private:
     Engine& owner_;
+    std::shared_ptr<Group> closing_;
     LeaveReason leaving_;
   };
   auto op = std::make_unique<CloseGroup>(*this, group, leaving);

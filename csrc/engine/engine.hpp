@@ -305,6 +305,23 @@ class Engine {
   void checkLiveness(Clock::time_point now);
   Clock::time_point nextLivenessScan_{};
 
+  // ---- Notices in lazily connecting groups (notices.cpp) -------------------
+  // The ranks of `group` that may be waiting for this one, whom a failure
+  // or leave notice must reach: every other rank; where the group connects
+  // lazily, those this rank is connected to and those that said they
+  // connected to it (tag::kReachedNotice, taken from the transport now).
+  std::vector<int> ranksToTell(Group& group);
+  // Takes the reached notices waiting for `group` from the transport;
+  // returns the ranks that had not sent one before.
+  std::vector<int> takeReaches(Group& group);
+  // Ranks that connected to a lazily connecting group after it sent its
+  // notices (it failed, or closed: closedLazyGroups_) get them now; driver
+  // only, with the housekeeping.
+  void answerLateReaches();
+  // Closed lazily connecting groups, kept until their channel is reused, so
+  // that a rank that connects to this one after it left learns that at once.
+  std::vector<std::shared_ptr<Group>> closedLazyGroups_;
+
   // ---- Stray messages (stray_messages.cpp) --------------------------------
   // At most once per kStraySweepPeriod: drop (and log) the messages waiting
   // in the transport that no group of this process can receive.

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "common/fnv1a.hpp"
+
 namespace ucxcoll {
 
 Group::Group(std::string name, int rank, int size, uint32_t channel, std::vector<PeerHandle> peers,
@@ -14,7 +16,8 @@ Group::Group(std::string name, int rank, int size, uint32_t channel, std::vector
       peerChannels_(std::move(peerChannels)),
       processes_(static_cast<std::size_t>(size)),
       topology_(std::vector<int>(static_cast<std::size_t>(size), 0), rank),
-      layout_(static_cast<uint32_t>(size)) {}
+      layout_(static_cast<uint32_t>(size)),
+      nameValue_(tag::internalValueOf(fnv1a(name_.data(), name_.size()))) {}
 
 void Group::setHosts(const std::vector<int>& hostOf) {
   if (hostOf.size() != static_cast<std::size_t>(size_)) {

@@ -115,6 +115,19 @@ class Group {
     return static_cast<std::size_t>(rank) < networkAddresses_.size() ? networkAddresses_[static_cast<std::size_t>(rank)]
                                                                      : none;
   }
+  // Whether the group connects to a rank only at the first message to or
+  // from it (ConnectWhen::OnFirstMessage); then it tells only the ranks
+  // that may wait for it when it fails or leaves (engine/notices.cpp).
+  bool connectsLazily() const { return connectsLazily_; }
+  // 26 bits of a hash of the name (tag::kReachedNotice's value).
+  uint32_t nameValue() const { return nameValue_; }
+  // Driver thread: a notice this rank sent its peers (Operation::tellGroup),
+  // kept where the group connects lazily, for ranks that connect later.
+  void rememberNotice(uint32_t purpose, uint32_t value, uint32_t sender) {
+    if (connectsLazily_) {
+      notices_.push_back({purpose, value, sender});
+    }
+  }
   // Whether group rank r died, became unreachable or left (driver thread).
   bool rankGone(int rank) const {
     return !deadRanks_.empty() && std::binary_search(deadRanks_.begin(), deadRanks_.end(), rank);
@@ -154,6 +167,18 @@ class Group {
   uint64_t finishedCollectives_ = 0;
   std::unordered_set<Operation*> transfers_;  // point-to-point in flight
   bool closed_ = false;
+  // Lazily connecting groups (engine/notices.cpp), driver-only: the
+  // notices sent so far, in order, and the ranks known to have connected
+  // to this one (tag::kReachedNotice), indexed by group rank.
+  struct Notice {
+    uint32_t purpose;
+    uint32_t value;
+    uint32_t sender;
+  };
+  bool connectsLazily_ = false;
+  uint32_t nameValue_;
+  std::vector<Notice> notices_;
+  std::vector<bool> reachedBy_;
   std::vector<int> deadRanks_;  // ascending (died, unreachable or left); the group fails once non-empty
 };
 

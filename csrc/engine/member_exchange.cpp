@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/fnv1a.hpp"
 #include "engine/group.hpp"
 #include "transport/tag.hpp"
 
@@ -12,14 +13,6 @@ namespace {
 
 constexpr std::size_t kFingerprintAt = sizeof(uint32_t);
 constexpr std::size_t kBitmapAt = kFingerprintAt + sizeof(uint64_t);
-
-uint64_t fnv1a(const void* data, std::size_t bytes, uint64_t hash = 1469598103934665603ull) {
-  const auto* byte = static_cast<const uint8_t*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) {
-    hash = (hash ^ byte[i]) * 1099511628211ull;
-  }
-  return hash;
-}
 
 }  // namespace
 
@@ -68,8 +61,7 @@ MemberExchange::MemberExchange(std::shared_ptr<Group> parent, NewGroupTerms term
     // Concurrent creations between the same two ranks must not take each
     // other's offers: their names differ, and so (but for 1 in 2^26) does
     // this; the fingerprint in the offer catches the rest.
-    const uint64_t hash = fnv1a(terms_.name.data(), terms_.name.size());
-    value_ = static_cast<uint32_t>(hash ^ (hash >> 32)) & tag::kMaxInternalValue;
+    value_ = tag::internalValueOf(fnv1a(terms_.name.data(), terms_.name.size()));
   }
   mine_ = encodeOffer();
 }

@@ -101,10 +101,32 @@ Request& Operation::sendToProcess(PeerHandle to, int rank, uint64_t tag, const v
 
 PeerHandle Operation::connection(int peer) {
   PeerHandle handle = group_->peer(peer);
+  if (handle != nullptr) {
+    return handle;
+  }
   // A group that connects lazily connects to a rank at the first message
   // to or from it: a receive too, so that the transport reports the
-  // connection's failure while this rank waits for the peer.
-  return handle != nullptr ? handle : engine_->reach(*group_, peer);
+  // connection's failure while this rank waits for the peer. The peer
+  // learns that this rank may wait for it, so that it tells this rank
+  // when it fails or leaves (engine/notices.cpp).
+  handle = engine_->reach(*group_, peer);
+  if (handle != nullptr && peer != group_->rank() && group_->connectsLazily()) {
+    sendToProcess(handle, -1,
+                  tag::internal(group_->peerChannel(peer), tag::kReachedNotice, group_->nameValue(),
+                                static_cast<uint32_t>(group_->rank())),
+                  nullptr, 0);
+  }
+  return handle;
+}
+
+void Operation::tellGroup(uint32_t purpose, uint32_t value, uint32_t sender) {
+  Group& group = *group_;
+  for (int peer : engine_->ranksToTell(group)) {
+    if (peer != static_cast<int>(sender)) {
+      sendTagged(peer, tag::internal(group.peerChannel(peer), purpose, value, sender), nullptr, 0);
+    }
+  }
+  group.rememberNotice(purpose, value, sender);
 }
 
 // A message to or from a rank the group lost (one that left keeps its

@@ -162,6 +162,12 @@ class Operation {
   // `error` (after its own transfers were canceled): a collective tells its
   // peers, so that those waiting for it do not wait for their deadline.
   virtual void announceFailure(const std::exception_ptr& /*error*/) {}
+  // Sends the group's ranks that may be waiting for this one (every rank
+  // but this one, or, where the group connects lazily, engine/notices.cpp)
+  // the notice `purpose` with `value` from group rank `sender` (this rank,
+  // or a rank that left, passed on), and remembers it for ranks that
+  // connect to this one later.
+  void tellGroup(uint32_t purpose, uint32_t value, uint32_t sender);
   // The peers this operation still waits for (a receive or a send that
   // has not ended), each once.
   std::vector<int> peersAwaited() const;

@@ -311,12 +311,25 @@ inline constexpr uint32_t kSubgroupOffer = 16;
 // Sent before the group exists, to the channel the receiver published for
 // it.
 inline constexpr uint32_t kSetupTable = 20;
+// A rank of a lazily connecting group connected to the receiver (its first
+// message to or from it; engine/notice_board.hpp): the receiver now tells
+// it what it tells its peers (a failure, that it left). Value: 26 bits of
+// a hash of the group's name, so that a late one never counts for a later
+// group on the same channel.
+inline constexpr uint32_t kReachedNotice = 24;
+// Kind, channel, purpose and value: such notices from any rank.
+inline constexpr uint64_t kReachedNoticeMask =
+    kChannelFieldsMask | (uint64_t{kMaxPurpose} << kPurposeShift) | (uint64_t{kMaxInternalValue} << kSenderBits);
 constexpr uint32_t purposeOf(uint64_t internalTag) {
   return static_cast<uint32_t>((internalTag >> kPurposeShift) & kMaxPurpose);
 }
 // Kind and purpose: every internal message of one purpose, whatever its
 // channel, value and sender.
 inline constexpr uint64_t kPurposeMask = (uint64_t{3} << kKindShift) | (uint64_t{kMaxPurpose} << kPurposeShift);
+// 64 bits (a hash) folded into an internal message's value.
+constexpr uint32_t internalValueOf(uint64_t bits) {
+  return static_cast<uint32_t>(bits ^ (bits >> 32)) & kMaxInternalValue;
+}
 constexpr uint32_t internalValue(uint64_t internalTag) {
   return static_cast<uint32_t>((internalTag >> kSenderBits) & kMaxInternalValue);
 }

@@ -556,7 +556,8 @@ TEST_CASE("relayed rendezvous: a refusal reaches every rank down the tree, and e
 // store operations per rank, and how many ranks a rank is connected to
 // after setup and after the barrier (above kEagerConnectMaxRanks the group
 // connects lazily: a rank connects only to the O(log n) ranks the
-// all_reduce and the barrier talk to). One process and one "store" on 2 cores: it
+// all_reduce and the barrier talk to, and closing the group connects no
+// more). One process and one "store" on 2 cores: it
 // measures the algorithm's shape (operations, rounds), not a cluster's
 // network.
 TEST_CASE("start-up simulation: a group of many ranks set up through the store, then all_reduce and barrier",
@@ -573,7 +574,7 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     double table = 0, group = 0, allreduce = 0, barrier = 0;
     int storeOperations = 0;
     std::size_t storeBytesRead = 0;
-    int connectedAtSetup = 0, connectedAtEnd = 0;
+    int connectedAtSetup = 0, connectedAtEnd = 0, connectedAtClose = 0;
   };
   std::vector<Milestones> reached(static_cast<std::size_t>(n));
   const auto started = Clock::now();
@@ -602,6 +603,10 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     submitCollective(engine, group, "barrier", &barrierDissemination).wait(std::chrono::seconds(600));
     mine.barrier = seconds();
     mine.connectedAtEnd = group->connectedRanks();
+    // destroy_process_group: the leave notice goes to the ranks this one
+    // is connected to, not to every rank (engine/notices.cpp).
+    engine.closeGroup(group, true, LeaveReason::Released);
+    mine.connectedAtClose = group->connectedRanks();
   });
   checkNoFailures(failures);
   Milestones slowest;
@@ -617,6 +622,7 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     slowest.storeOperations = std::max(slowest.storeOperations, rank.storeOperations);
     slowest.connectedAtSetup = std::max(slowest.connectedAtSetup, rank.connectedAtSetup);
     slowest.connectedAtEnd = std::max(slowest.connectedAtEnd, rank.connectedAtEnd);
+    slowest.connectedAtClose = std::max(slowest.connectedAtClose, rank.connectedAtClose);
     // The ranks are threads of one process, so none watches its parent:
     // one that waits long for the relay looks for the table in the store.
     CHECK(rank.storeOperations <= kRendezvousStoreOpsPerRank + storeLooksWithin(std::chrono::milliseconds(
@@ -629,15 +635,17 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
       const int rounds = static_cast<int>(std::ceil(std::log2(n)));
       CHECK(rank.connectedAtSetup == 1);
       CHECK(rank.connectedAtEnd <= 2 + 3 * rounds);
+      CHECK(rank.connectedAtClose == rank.connectedAtEnd);
     }
   }
   std::printf(
       "start-up simulation, %d ranks as threads: address table complete at %.3f s, group set up at %.3f s, first "
       "all_reduce done at %.3f s, barrier at %.3f s (slowest rank, from the start); at most %d store operations per "
       "rank; store bytes read: %zu by rank 0 (the whole table), at most %zu by any other rank; connected to at most "
-      "%d ranks after setup, %d after the barrier\n",
+      "%d ranks after setup, %d after the barrier, %d after closing the group\n",
       n, slowest.table, slowest.group, slowest.allreduce, slowest.barrier, slowest.storeOperations,
-      reached.front().storeBytesRead, mostBytesBelowRoot, slowest.connectedAtSetup, slowest.connectedAtEnd);
+      reached.front().storeBytesRead, mostBytesBelowRoot, slowest.connectedAtSetup, slowest.connectedAtEnd,
+      slowest.connectedAtClose);
   for (auto& engine : engines) {
     engine->stop();
   }
