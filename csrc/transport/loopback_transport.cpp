@@ -75,6 +75,7 @@ PeerHandle LoopbackTransport::connect(const std::vector<uint8_t>& address, PeerL
 void LoopbackTransport::send(PeerHandle peer, uint64_t tag, const void* data, std::size_t bytes, SendMode mode,
                              Transfer& transfer) {
   auto target = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(peer) - 1);
+  messagesSent_.fetch_add(1, std::memory_order_relaxed);
   Message message{tag, std::vector<std::byte>(bytes), index_, nullptr};
   if (bytes > 0) {
     std::memcpy(message.data.data(), data, bytes);

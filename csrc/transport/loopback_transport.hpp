@@ -13,6 +13,7 @@
 // above eagerBytes, and synchronous sends, end only once the receiver has
 // matched them, like UCX's rendezvous.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -93,6 +94,10 @@ class LoopbackTransport final : public Transport {
   void waitForActivity(int timeoutMs) override;
   void interrupt() override;
 
+  // Messages this transport has sent so far (the start-up simulation's
+  // messages per rank). Any thread.
+  uint64_t messagesSent() const { return messagesSent_.load(std::memory_order_relaxed); }
+
  private:
   friend class LoopbackFabric;
   using Message = LoopbackFabric::Message;
@@ -118,6 +123,8 @@ class LoopbackTransport final : public Transport {
   std::vector<Message> inbox_;
   std::vector<LoopbackFabric::Acknowledgement> acks_;
   bool interrupted_ = false;
+
+  std::atomic<uint64_t> messagesSent_{0};
 
   // Driver-only.
   std::mt19937_64 random_;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -22,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cluster.hpp"
@@ -567,14 +569,20 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
   MemoryStore store;
   LoopbackFabric fabric;
   std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<const LoopbackTransport*> transports;  // owned by the engines
   for (int rank = 0; rank < n; ++rank) {
-    engines.push_back(std::make_unique<Engine>(fabric.attach(), Engine::Threading::CallersOnly));
+    auto transport = fabric.attach();
+    transports.push_back(transport.get());
+    engines.push_back(std::make_unique<Engine>(std::move(transport), Engine::Threading::CallersOnly));
   }
   struct Milestones {
     double table = 0, group = 0, allreduce = 0, barrier = 0;
     int storeOperations = 0;
     std::size_t storeBytesRead = 0;
     int connectedAtSetup = 0, connectedAtEnd = 0, connectedAtClose = 0;
+    // Messages this rank sent in setup, the all_reduce, the barrier and
+    // the close.
+    std::array<uint64_t, 4> messages{};
   };
   std::vector<Milestones> reached(static_cast<std::size_t>(n));
   const auto started = Clock::now();
@@ -582,6 +590,12 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
   auto failures = runRanks(n, [&](int rank) {
     Engine& engine = *engines[static_cast<std::size_t>(rank)];
     Milestones& mine = reached[static_cast<std::size_t>(rank)];
+    const LoopbackTransport& transport = *transports[static_cast<std::size_t>(rank)];
+    uint64_t sentBefore = 0;
+    auto messagesSince = [&] {
+      const uint64_t sent = transport.messagesSent();
+      return sent - std::exchange(sentBefore, sent);
+    };
     CountingStore counted(store);
     const uint32_t channel = engine.openChannel();
     const GroupRendezvous table = relayedRendezvous(counted, engine, rank, n, channel, "lo", 600s);
@@ -593,6 +607,7 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
                                     table.channels, {}, {});
     mine.group = seconds();
     mine.connectedAtSetup = group->connectedRanks();
+    mine.messages[0] = messagesSince();
     float values[2] = {static_cast<float>(rank), 1.0f};
     submitCollective(engine, group, "all_reduce", [&](Collective& c) {
       return selectAllreduce(c, values, 2, DataType::Float32, Reduction::Sum);
@@ -600,13 +615,16 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     expect(values[0] == static_cast<float>(n) * static_cast<float>(n - 1) / 2 && values[1] == static_cast<float>(n),
            "all_reduce sums");
     mine.allreduce = seconds();
+    mine.messages[1] = messagesSince();
     submitCollective(engine, group, "barrier", &barrierDissemination).wait(std::chrono::seconds(600));
     mine.barrier = seconds();
     mine.connectedAtEnd = group->connectedRanks();
+    mine.messages[2] = messagesSince();
     // destroy_process_group: the leave notice goes to the ranks this one
     // is connected to, not to every rank (engine/notices.cpp).
     engine.closeGroup(group, true, LeaveReason::Released);
     mine.connectedAtClose = group->connectedRanks();
+    mine.messages[3] = messagesSince();
   });
   checkNoFailures(failures);
   Milestones slowest;
@@ -623,6 +641,12 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     slowest.connectedAtSetup = std::max(slowest.connectedAtSetup, rank.connectedAtSetup);
     slowest.connectedAtEnd = std::max(slowest.connectedAtEnd, rank.connectedAtEnd);
     slowest.connectedAtClose = std::max(slowest.connectedAtClose, rank.connectedAtClose);
+    for (std::size_t phase = 0; phase < rank.messages.size(); ++phase) {
+      slowest.messages[phase] = std::max(slowest.messages[phase], rank.messages[phase]);
+    }
+    // Setup: the table to each of at most 4 children in the setup tree, in
+    // one message or, above 64 KiB, two, whatever the group's size.
+    CHECK(rank.messages[0] <= 8);
     // The ranks are threads of one process, so none watches its parent:
     // one that waits long for the relay looks for the table in the store.
     CHECK(rank.storeOperations <= kRendezvousStoreOpsPerRank + storeLooksWithin(std::chrono::milliseconds(
@@ -642,10 +666,14 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
       "start-up simulation, %d ranks as threads: address table complete at %.3f s, group set up at %.3f s, first "
       "all_reduce done at %.3f s, barrier at %.3f s (slowest rank, from the start); at most %d store operations per "
       "rank; store bytes read: %zu by rank 0 (the whole table), at most %zu by any other rank; connected to at most "
-      "%d ranks after setup, %d after the barrier, %d after closing the group\n",
+      "%d ranks after setup, %d after the barrier, %d after closing the group; messages sent per rank, at most: %llu "
+      "in "
+      "setup, %llu in the all_reduce, %llu in the barrier, %llu closing the group\n",
       n, slowest.table, slowest.group, slowest.allreduce, slowest.barrier, slowest.storeOperations,
       reached.front().storeBytesRead, mostBytesBelowRoot, slowest.connectedAtSetup, slowest.connectedAtEnd,
-      slowest.connectedAtClose);
+      slowest.connectedAtClose, static_cast<unsigned long long>(slowest.messages[0]),
+      static_cast<unsigned long long>(slowest.messages[1]), static_cast<unsigned long long>(slowest.messages[2]),
+      static_cast<unsigned long long>(slowest.messages[3]));
   for (auto& engine : engines) {
     engine->stop();
   }
