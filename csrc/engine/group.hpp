@@ -121,12 +121,23 @@ class Group {
   bool connectsLazily() const { return connectsLazily_; }
   // 26 bits of a hash of the name (tag::kReachedNotice's value).
   uint32_t nameValue() const { return nameValue_; }
-  // Driver thread: a notice this rank sent its peers (Operation::tellGroup),
-  // kept where the group connects lazily, for ranks that connect later.
-  void rememberNotice(uint32_t purpose, uint32_t value, uint32_t sender) {
-    if (connectsLazily_) {
-      notices_.push_back({purpose, value, sender});
+  // Driver thread: a notice this rank is about to send its peers
+  // (Operation::tellGroup), kept where the group connects lazily, for ranks
+  // that connect later. False where one of the same purpose from the same
+  // sender was kept before: a peer needs only one (it looks for a failure
+  // notice from a rank whatever its value, and a rank leaves once), and a
+  // group that fails every later collective at once would otherwise keep
+  // one per call.
+  bool rememberNotice(uint32_t purpose, uint32_t value, uint32_t sender) {
+    if (!connectsLazily_) {
+      return true;
     }
+    if (std::any_of(notices_.begin(), notices_.end(),
+                    [&](const Notice& kept) { return kept.purpose == purpose && kept.sender == sender; })) {
+      return false;
+    }
+    notices_.push_back({purpose, value, sender});
+    return true;
   }
   // Whether group rank r died, became unreachable or left (driver thread).
   bool rankGone(int rank) const {

@@ -121,12 +121,14 @@ PeerHandle Operation::connection(int peer) {
 
 void Operation::tellGroup(uint32_t purpose, uint32_t value, uint32_t sender) {
   Group& group = *group_;
+  if (!group.rememberNotice(purpose, value, sender)) {
+    return;  // told before; ranks that connected since were answered then
+  }
   for (int peer : engine_->ranksToTell(group)) {
     if (peer != static_cast<int>(sender)) {
       sendTagged(peer, tag::internal(group.peerChannel(peer), purpose, value, sender), nullptr, 0);
     }
   }
-  group.rememberNotice(purpose, value, sender);
 }
 
 // A message to or from a rank the group lost (one that left keeps its

@@ -166,7 +166,7 @@ class Operation {
   // but this one, or, where the group connects lazily, engine/notices.cpp)
   // the notice `purpose` with `value` from group rank `sender` (this rank,
   // or a rank that left, passed on), and remembers it for ranks that
-  // connect to this one later.
+  // connect to this one later (Group::rememberNotice).
   void tellGroup(uint32_t purpose, uint32_t value, uint32_t sender);
   // The peers this operation still waits for (a receive or a send that
   // has not ended), each once.
