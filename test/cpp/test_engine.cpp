@@ -724,7 +724,10 @@ TEST_CASE(
   const auto started = Clock::now();
   if (!closesFirst) {
     // Until ranks 1 and 3 have connected to rank 5 (and said so).
-    while (group[1]->peer(kRanks - 1) == nullptr || group[3]->peer(kRanks - 1) == nullptr) {
+    auto connectedToLeaver = [&](int rank) {
+      return cluster.engine(rank).runOnDriver([&] { return group[rank]->peer(kRanks - 1) != nullptr; });
+    };
+    while (!connectedToLeaver(1) || !connectedToLeaver(3)) {
       std::this_thread::sleep_for(1ms);
     }
     cluster.engine(kRanks - 1).closeGroup(group[kRanks - 1], true, LeaveReason::Released);
