@@ -90,6 +90,9 @@ bool FlightRecording::recordsNatively() {
 FlightRecording::~FlightRecording() = default;
 
 void FlightRecording::start(std::string groupName, std::string groupDescription, std::vector<uint64_t> globalRanks) {
+  // Once per group, even if two threads ask at once (torch calls it with
+  // the GIL held, but nothing here depends on that).
+  std::lock_guard<std::mutex> lock(mutex_);
   if (started_.load() || !recorder()->enabled_) {
     return;
   }
