@@ -312,7 +312,7 @@ inline constexpr uint32_t kSubgroupOffer = 16;
 // it.
 inline constexpr uint32_t kSetupTable = 20;
 // A rank of a lazily connecting group connected to the receiver (its first
-// message to or from it; engine/notice_board.hpp): the receiver now tells
+// message to or from it; engine/notices.cpp): the receiver now tells
 // it what it tells its peers (a failure, that it left). Value: 26 bits of
 // a hash of the group's name, so that a late one never counts for a later
 // group on the same channel.
