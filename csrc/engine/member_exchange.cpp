@@ -109,6 +109,10 @@ std::vector<int> MemberExchange::membersIn(const std::vector<uint8_t>& offer) co
   return ranks;
 }
 
+bool MemberExchange::sameTermsAsMine(const uint8_t* offer) const {
+  return std::equal(offer + kFingerprintAt, offer + offerBytes(), mine_.begin() + kFingerprintAt);
+}
+
 std::string MemberExchange::disagreement(int peer, const std::vector<uint8_t>& offer) const {
   const int parentSize = group()->size();
   std::vector<int> theirs = membersIn(offer);
@@ -131,6 +135,10 @@ std::string MemberExchange::disagreement(int peer, const std::vector<uint8_t>& o
 }
 
 Task MemberExchange::run() {
+  return overTree() ? exchangeOverTree() : exchangeWithEveryMember();
+}
+
+Task MemberExchange::exchangeWithEveryMember() {
   const Group& parent = *group();
   const auto self = static_cast<uint32_t>(parent.rank());
   offers_.assign(static_cast<std::size_t>(parent.size()), {});
@@ -161,11 +169,14 @@ Task MemberExchange::run() {
   *channels_ = std::move(channels);
 }
 
-std::exception_ptr MemberExchange::firstDisagreement() const {
+std::exception_ptr MemberExchange::firstDisagreement() {
   for (std::size_t peer = 0; peer < offerReceives_.size(); ++peer) {
     const Request* receive = offerReceives_[peer];
     if (receive != nullptr && receive->ended() && receive->result().status == TransferStatus::Ok &&
-        !std::equal(offers_[peer].begin() + kFingerprintAt, offers_[peer].end(), mine_.begin() + kFingerprintAt)) {
+        !sameTermsAsMine(offers_[peer].data())) {
+      if (!objection_) {
+        objection_ = Objection{group()->rank(), mine_, static_cast<int>(peer), offers_[peer]};
+      }
       return std::make_exception_ptr(
           MismatchError(name() + ": " + disagreement(static_cast<int>(peer), offers_[peer])));
     }
@@ -186,6 +197,12 @@ std::exception_ptr MemberExchange::checkForDisagreement(Transport& transport) {
   // send one).
   if (std::exception_ptr disagreement = firstDisagreement()) {
     return disagreement;
+  }
+  if (overTree()) {
+    if (std::exception_ptr failure = reportedFailure()) {
+      return failure;
+    }
+    receiveStrayOffers(transport);
   }
   // A member that shut the parent down, or aborted it, will not take part.
   const std::vector<LeftPeer> left = leftPeersAwaited(transport);

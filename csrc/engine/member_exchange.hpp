@@ -12,10 +12,16 @@
 // or closes the parent instead, fails the exchange at once, naming it.
 // Members that pass different lists all raise, naming each other's lists:
 // they must not build groups that disagree about who is in them.
+//
+// In a lazily connecting parent a subgroup's members do not trade with
+// every other member, which would connect each pair of them: they trade
+// along a binomial tree of the members (engine/member_exchange_tree.cpp),
+// so that each connects to at most about log2(members) others.
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,8 +67,33 @@ class MemberExchange final : public Operation {
   Task run() override;
   std::string describe() const override;
   std::exception_ptr checkForDisagreement(Transport& transport) override;
+  void announceFailure(const std::exception_ptr& error) override;
 
  private:
+  // Every member sends its offer to every other member.
+  Task exchangeWithEveryMember();
+  // Along the members' tree (member_exchange_tree.cpp): offers to and from
+  // the tree neighbours, then each member's part of the channels up to the
+  // root and the whole table down from it.
+  Task exchangeOverTree();
+  bool overTree() const;
+  // The tree, over the members in ascending order of parent rank: index i's
+  // parent is i with its lowest set bit cleared, its part of the tree the
+  // indices [i, i + lowest set bit of i).
+  void planTree();
+  std::size_t subtreeEnd(std::size_t index) const;
+  // A report: a verdict, then what it is about, then channels.
+  std::size_t reportHeaderBytes() const;
+  std::vector<uint8_t> encodeFailureReport(const std::exception_ptr& error) const;
+  // A report that is not "agreed", as the error to raise.
+  std::exception_ptr failureIn(int sender, const std::vector<uint8_t>& report);
+  // The first report received that says the exchange failed, if any.
+  std::exception_ptr reportedFailure();
+  // An offer from a rank that is no tree neighbour of this one (its tree,
+  // so its list, differs): received, so that firstDisagreement names it.
+  void receiveStrayOffers(Transport& transport);
+  Request& expectOffer(int peer);
+
   // What each member sends: its new channel, a fingerprint of the terms
   // (Subgroup: the name and the members' order), then the members as a
   // bitmap of parent ranks, so that every offer has the same size whatever
@@ -73,8 +104,11 @@ class MemberExchange final : public Operation {
   uint64_t fingerprint() const;
   uint32_t purpose() const;
   std::string disagreement(int peer, const std::vector<uint8_t>& offer) const;
-  // A received offer that differs from this rank's, as the error to raise.
-  std::exception_ptr firstDisagreement() const;
+  // Whether an offer (offerBytes() long) names the same terms as this rank's.
+  bool sameTermsAsMine(const uint8_t* offer) const;
+  // A received offer that differs from this rank's, as the error to raise
+  // (and, once found, the objection to pass on).
+  std::exception_ptr firstDisagreement();
 
   NewGroupTerms terms_;
   uint32_t value_;
@@ -83,6 +117,29 @@ class MemberExchange final : public Operation {
   std::vector<std::vector<uint8_t>> offers_;         // by parent rank
   std::vector<const Request*> offerReceives_;        // by parent rank; null: not a member (or this rank)
   std::shared_ptr<std::vector<uint32_t>> channels_;  // by parent rank
+
+  // The tree (overTree() only).
+  std::vector<int> sortedMembers_;
+  std::size_t index_ = 0;  // this rank's, in sortedMembers_
+  int treeParent_ = -1;    // parent rank; -1: this is the root
+  std::vector<int> treeChildren_;
+  std::vector<std::vector<uint8_t>> reports_;  // by parent rank: from the children and the tree parent
+  std::vector<const Request*> reportReceives_;
+  std::vector<uint8_t> upReport_;  // this rank's part of the table, or the whole table at the root
+  bool reportedUp_ = false;
+  // What failed the exchange, for announceFailure: two members that
+  // disagree, or the report this rank was told (passed on as it came, to
+  // all neighbours but its sender).
+  struct Objection {
+    int rankA;
+    std::vector<uint8_t> offerA;
+    int rankB;
+    std::vector<uint8_t> offerB;
+  };
+  std::optional<Objection> objection_;
+  std::vector<uint8_t> toldReport_;
+  int toldBy_ = -1;
+  std::vector<uint8_t> failureReport_;
 };
 
 // A shrink's offer, sent to the excluded ranks that are still there (not

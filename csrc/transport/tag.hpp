@@ -305,6 +305,12 @@ inline constexpr uint32_t kShrinkOffer = 12;
 // value: 26 bits of a hash of the new group's name. In a block of four
 // of its own, as every purpose that masks may someday group.
 inline constexpr uint32_t kSubgroupOffer = 16;
+// The same in a lazily connecting group, where the members trade offers
+// with their neighbours in a tree instead (engine/member_exchange_tree.cpp):
+// a member's report to its parent in the tree (its part of the tree's
+// channels, or why the exchange failed), and the root's answer passed down.
+inline constexpr uint32_t kSubgroupReportUp = 17;
+inline constexpr uint32_t kSubgroupReportDown = 18;
 // Group setup (setup/table_relay.hpp): a rank sends its children in the
 // setup tree the table of the group's addresses; value 0: the table's
 // length (8 bytes) and, where it fits, the table; 1: a table that did not.

@@ -683,6 +683,120 @@ TEST_CASE("engine: a group that connects lazily connects to a rank at the first 
 }
 
 TEST_CASE(
+    "engine: a subgroup of a lazily connecting group trades channels along a tree, connecting each member to its "
+    "tree neighbours only; members that disagree, or one that left, fail every member at once",
+    "[engine][errors][peers]") {
+  const Wire wire = GENERATE(Wire::Loopback, Wire::SharedMemoryUcx);
+  INFO(wireName(wire));
+  constexpr int kRanks = 8;
+  Cluster cluster(kRanks, wire);
+  auto group = cluster.makeGroup("lazy", {}, {}, {}, ConnectWhen::OnFirstMessage);
+  std::vector<std::shared_ptr<std::vector<uint32_t>>> channels(kRanks);
+  auto exchange = [&](int rank, std::vector<int> members, std::string name) {
+    const auto r = static_cast<std::size_t>(rank);
+    channels[r] = std::make_shared<std::vector<uint32_t>>();
+    auto op = std::make_unique<MemberExchange>(group[r], NewGroupTerms::subgroup(std::move(members), std::move(name)),
+                                               300 + rank, 60s, channels[r]);
+    std::string opName = op->name();
+    auto completion = op->sharedCompletion();
+    [[maybe_unused]] Engine::Lease none = cluster.engine(rank).submit(std::move(op));
+    return Submitted(cluster.engine(rank), completion, opName);
+  };
+  auto connections = [&](int rank) {
+    return cluster.engine(rank).runOnDriver([&] { return group[rank]->connectedRanks(); });
+  };
+  const auto started = Clock::now();
+  SECTION("every member learns every member's channel; each connects to its tree neighbours only") {
+    // Members in another order than the parent's ranks; the tree is over
+    // them in ascending order: 0 -> {1, 2, 4}, 2 -> {3}, 4 -> {5, 6}, 6 -> {7}.
+    const std::vector<int> members{7, 0, 1, 2, 3, 4, 5, 6};
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      runs.push_back(exchange(rank, members, "all"));
+    }
+    std::vector<uint32_t> expected;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      expected.push_back(static_cast<uint32_t>(300 + rank));
+    }
+    for (int rank = 0; rank < kRanks; ++rank) {
+      runs[static_cast<std::size_t>(rank)].wait();
+      CHECK(*channels[static_cast<std::size_t>(rank)] == expected);
+    }
+    // Itself, its tree parent and its children (every member is connected
+    // to by its parent; an exchange with every member connects all 8).
+    const int neighbours[kRanks] = {3, 1, 2, 1, 3, 1, 2, 1};
+    for (int rank = 0; rank < kRanks; ++rank) {
+      INFO("rank " << rank);
+      CHECK(connections(rank) == 1 + neighbours[rank]);
+    }
+  }
+  SECTION("the same ranks named or ordered otherwise, deep in the tree: every member raises, naming the odd one") {
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 6; ++rank) {
+      runs.push_back(
+          exchange(rank, rank == 5 ? std::vector<int>{5, 4, 3, 2, 1, 0} : std::vector<int>{0, 1, 2, 3, 4, 5}, "s"));
+    }
+    for (int rank = 0; rank < 6; ++rank) {
+      INFO("rank " << rank);
+      const std::string message = messageOf<MismatchError>([&] { runs[static_cast<std::size_t>(rank)].wait(); });
+      CHECK(message == "making group \"s\" of ranks " +
+                           std::string(rank == 5 ? "[5, 4, 3, 2, 1, 0]" : "[0, 1, 2, 3, 4, 5]") +
+                           " on group \"lazy\" (rank " + std::to_string(rank) + " of 8, timeout 60000 ms): rank " +
+                           (rank == 5 ? "4" : "5") +
+                           " makes a group of the same ranks but names it otherwise or orders its ranks otherwise; "
+                           "every member must make the same groups in the same order");
+    }
+  }
+  SECTION("lists that differ build different trees: every member raises, naming the other list") {
+    // Ranks 0-2 make it of [0, 1, 2, 3] (0 -> {1, 2}, 2 -> {3}); rank 3 of
+    // [0, 1, 3] (0 -> {1, 3}): rank 3's offer reaches rank 0, which does
+    // not wait for it, and rank 2's reaches rank 3, which does not wait
+    // for it either.
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 4; ++rank) {
+      runs.push_back(exchange(rank, rank == 3 ? std::vector<int>{0, 1, 3} : std::vector<int>{0, 1, 2, 3}, "s"));
+    }
+    for (int rank = 0; rank < 4; ++rank) {
+      INFO("rank " << rank);
+      const std::string mine = rank == 3 ? "[0, 1, 3]" : "[0, 1, 2, 3]";
+      const std::string theirs =
+          rank == 3 ? "rank 2 makes it of ranks [0, 1, 2, 3]" : "rank 3 makes it of ranks [0, 1, 3]";
+      const std::string message = messageOf<MismatchError>([&] { runs[static_cast<std::size_t>(rank)].wait(); });
+      CHECK(message == "making group \"s\" of ranks " + mine + " on group \"lazy\" (rank " + std::to_string(rank) +
+                           " of 8, timeout 60000 ms): " + theirs + " where this rank makes it of " + mine +
+                           "; every member must pass the same ranks");
+    }
+  }
+  SECTION("a member that closed the parent instead: every member raises, naming it") {
+    // Rank 5 is rank 4's child in the tree of [0..5]; rank 4 learns that
+    // it left when it reaches for it, and the others from rank 4's report.
+    cluster.engine(5).closeGroup(group[5], true, LeaveReason::Released);
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 5; ++rank) {
+      runs.push_back(exchange(rank, {0, 1, 2, 3, 4, 5}, "s"));
+    }
+    auto prefix = [](int rank) {
+      return "making group \"s\" of ranks [0, 1, 2, 3, 4, 5] on group \"lazy\" (rank " + std::to_string(rank) +
+             " of 8, timeout 60000 ms)";
+    };
+    const std::string leaving = prefix(4) + ": rank 5 of group \"lazy\" " + describeLeaving(LeaveReason::Released) +
+                                " after finishing 0 of its collectives instead of making group \"s\" from it "
+                                "(Connection closed by peer)";
+    // Rank 4's report goes to its parent, rank 0, which passes it to its
+    // other children, ranks 1 and 2; rank 2 to its child, rank 3.
+    const char* toldBy[] = {"", " (told by rank 0)", " (told by rank 0)", " (told by rank 2)"};
+    for (int rank = 0; rank < 5; ++rank) {
+      INFO("rank " << rank);
+      const std::string message = messageOf<PeerGoneError>([&] { runs[static_cast<std::size_t>(rank)].wait(); });
+      CHECK(
+          message ==
+          (rank == 4 ? leaving : prefix(rank) + " failed: rank 4" + toldBy[rank] + " could not take part: " + leaving));
+    }
+  }
+  CHECK(Clock::now() - started < 30s);  // at once, not at the deadline
+}
+
+TEST_CASE(
     "engine: a lazily connecting group's leaver tells the ranks that wait for it, not every rank, and every "
     "waiting rank names it at once",
     "[engine][peers]") {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "cluster.hpp"
 #include "collectives/collective.hpp"
 #include "common/config.hpp"
+#include "engine/member_exchange.hpp"
 #include "setup/rendezvous.hpp"
 #include "setup/table_relay.hpp"
 
@@ -556,10 +558,12 @@ TEST_CASE("relayed rendezvous: a refusal reaches every rank down the tree, and e
 // first all_reduce (8 bytes, the algorithm the group would choose) and a
 // barrier, checked. Prints when each was done on the slowest rank, the
 // store operations per rank, and how many ranks a rank is connected to
-// after setup and after the barrier (above kEagerConnectMaxRanks the group
-// connects lazily: a rank connects only to the O(log n) ranks the
-// all_reduce and the barrier talk to, and closing the group connects no
-// more). One process and one "store" on 2 cores: it
+// after setup, after the barrier, after making a subgroup of every rank
+// from the group (new_group's exchange, engine/member_exchange.hpp) and
+// after closing the group (above kEagerConnectMaxRanks the group connects
+// lazily: a rank connects only to the O(log n) ranks the all_reduce, the
+// barrier and the subgroup's exchange tree talk to, and closing the group
+// connects no more). One process and one "store" on 2 cores: it
 // measures the algorithm's shape (operations, rounds), not a cluster's
 // network.
 TEST_CASE("start-up simulation: a group of many ranks set up through the store, then all_reduce and barrier",
@@ -579,11 +583,14 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     double table = 0, group = 0, allreduce = 0, barrier = 0;
     int storeOperations = 0;
     std::size_t storeBytesRead = 0;
-    int connectedAtSetup = 0, connectedAtEnd = 0, connectedAtClose = 0;
-    // Messages this rank sent in setup, the all_reduce, the barrier and
-    // the close.
-    std::array<uint64_t, 4> messages{};
+    int connectedAtSetup = 0, connectedAtEnd = 0, connectedAtSubgroup = 0, connectedAtClose = 0;
+    // Messages this rank sent in setup, the all_reduce, the barrier, the
+    // subgroup's exchange and the close.
+    std::array<uint64_t, 5> messages{};
+    // The channels the subgroup's exchange gave this rank, by rank.
+    std::vector<uint32_t> subgroupChannels;
   };
+  std::vector<uint32_t> subgroupChannelOf(static_cast<std::size_t>(n), 0);
   std::vector<Milestones> reached(static_cast<std::size_t>(n));
   const auto started = Clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
@@ -620,11 +627,28 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     mine.barrier = seconds();
     mine.connectedAtEnd = group->connectedRanks();
     mine.messages[2] = messagesSince();
+    // new_group(every rank): the members trade the channels they opened
+    // for it over this group (along a tree where it connects lazily).
+    const uint32_t subgroupChannel = engine.openChannel();
+    subgroupChannelOf[static_cast<std::size_t>(rank)] = subgroupChannel;
+    std::vector<int> everyRank(static_cast<std::size_t>(n));
+    std::iota(everyRank.begin(), everyRank.end(), 0);
+    auto traded = std::make_shared<std::vector<uint32_t>>();
+    auto exchange = std::make_unique<MemberExchange>(group, NewGroupTerms::subgroup(std::move(everyRank), "everyone"),
+                                                     subgroupChannel, 600s, traded);
+    auto exchanged = exchange->sharedCompletion();
+    const std::string exchangeName = exchange->name();
+    { [[maybe_unused]] Engine::Lease none = engine.submit(std::move(exchange)); }
+    Submitted(engine, exchanged, exchangeName).wait(std::chrono::seconds(600));
+    mine.subgroupChannels = *traded;
+    engine.releaseChannel(subgroupChannel);
+    mine.connectedAtSubgroup = group->connectedRanks();
+    mine.messages[3] = messagesSince();
     // destroy_process_group: the leave notice goes to the ranks this one
     // is connected to, not to every rank (engine/notices.cpp).
     engine.closeGroup(group, true, LeaveReason::Released);
     mine.connectedAtClose = group->connectedRanks();
-    mine.messages[3] = messagesSince();
+    mine.messages[4] = messagesSince();
   });
   checkNoFailures(failures);
   Milestones slowest;
@@ -640,6 +664,7 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     slowest.storeOperations = std::max(slowest.storeOperations, rank.storeOperations);
     slowest.connectedAtSetup = std::max(slowest.connectedAtSetup, rank.connectedAtSetup);
     slowest.connectedAtEnd = std::max(slowest.connectedAtEnd, rank.connectedAtEnd);
+    slowest.connectedAtSubgroup = std::max(slowest.connectedAtSubgroup, rank.connectedAtSubgroup);
     slowest.connectedAtClose = std::max(slowest.connectedAtClose, rank.connectedAtClose);
     for (std::size_t phase = 0; phase < rank.messages.size(); ++phase) {
       slowest.messages[phase] = std::max(slowest.messages[phase], rank.messages[phase]);
@@ -651,6 +676,7 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
     // one that waits long for the relay looks for the table in the store.
     CHECK(rank.storeOperations <= kRendezvousStoreOpsPerRank + storeLooksWithin(std::chrono::milliseconds(
                                                                    static_cast<int64_t>(rank.table * 1000) + 1)));
+    CHECK(rank.subgroupChannels == subgroupChannelOf);
     if (n <= kEagerConnectMaxRanks) {
       CHECK(rank.connectedAtSetup == n);
     } else {
@@ -659,21 +685,23 @@ TEST_CASE("start-up simulation: a group of many ranks set up through the store, 
       const int rounds = static_cast<int>(std::ceil(std::log2(n)));
       CHECK(rank.connectedAtSetup == 1);
       CHECK(rank.connectedAtEnd <= 2 + 3 * rounds);
-      CHECK(rank.connectedAtClose == rank.connectedAtEnd);
+      // At most its parent and log2(n) children in the exchange's tree.
+      CHECK(rank.connectedAtSubgroup <= rank.connectedAtEnd + 1 + rounds);
+      CHECK(rank.connectedAtClose == rank.connectedAtSubgroup);
     }
   }
   std::printf(
       "start-up simulation, %d ranks as threads: address table complete at %.3f s, group set up at %.3f s, first "
       "all_reduce done at %.3f s, barrier at %.3f s (slowest rank, from the start); at most %d store operations per "
       "rank; store bytes read: %zu by rank 0 (the whole table), at most %zu by any other rank; connected to at most "
-      "%d ranks after setup, %d after the barrier, %d after closing the group; messages sent per rank, at most: %llu "
-      "in "
-      "setup, %llu in the all_reduce, %llu in the barrier, %llu closing the group\n",
+      "%d ranks after setup, %d after the barrier, %d after a subgroup of every rank, %d after closing the group; "
+      "messages sent per rank, at most: %llu in setup, %llu in the all_reduce, %llu in the barrier, %llu making the "
+      "subgroup, %llu closing the group\n",
       n, slowest.table, slowest.group, slowest.allreduce, slowest.barrier, slowest.storeOperations,
       reached.front().storeBytesRead, mostBytesBelowRoot, slowest.connectedAtSetup, slowest.connectedAtEnd,
-      slowest.connectedAtClose, static_cast<unsigned long long>(slowest.messages[0]),
+      slowest.connectedAtSubgroup, slowest.connectedAtClose, static_cast<unsigned long long>(slowest.messages[0]),
       static_cast<unsigned long long>(slowest.messages[1]), static_cast<unsigned long long>(slowest.messages[2]),
-      static_cast<unsigned long long>(slowest.messages[3]));
+      static_cast<unsigned long long>(slowest.messages[3]), static_cast<unsigned long long>(slowest.messages[4]));
   for (auto& engine : engines) {
     engine->stop();
   }
