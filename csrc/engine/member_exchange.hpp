@@ -13,8 +13,8 @@
 // Members that pass different lists all raise, naming each other's lists:
 // they must not build groups that disagree about who is in them.
 //
-// In a lazily connecting parent a subgroup's members do not trade with
-// every other member, which would connect each pair of them: they trade
+// In a lazily connecting parent the members do not trade with every other
+// member, which would connect each pair of them: they trade
 // along a binomial tree of the members (engine/member_exchange_tree.cpp),
 // so that each connects to at most about log2(members) others.
 
@@ -77,6 +77,8 @@ class MemberExchange final : public Operation {
   // root and the whole table down from it.
   Task exchangeOverTree();
   bool overTree() const;
+  // The purpose of a report to the tree parent (up) or to a child.
+  uint32_t reportPurpose(bool up) const;
   // The tree, over the members in ascending order of parent rank: index i's
   // parent is i with its lowest set bit cleared, its part of the tree the
   // indices [i, i + lowest set bit of i).

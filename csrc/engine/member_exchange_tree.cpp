@@ -1,5 +1,6 @@
-// A subgroup made from a lazily connecting group: its members trade their
-// offers along a binomial tree instead of each with every other member.
+// A group made from a lazily connecting group's ranks (a subgroup, or what
+// a shrink leaves): its members trade their offers along a binomial tree
+// instead of each with every other member.
 // Trading with every member would connect every pair of members (a
 // DeviceMesh row of 32 ranks, 31 connections each; a new_group of all
 // ranks, a full mesh), which lazy connecting exists to avoid; along the
@@ -9,7 +10,9 @@
 //    neighbours and checks theirs: two neighbours that disagree both fail
 //    at once. A member whose list differs also builds another tree; an
 //    offer that reaches a rank that does not count its sender as a
-//    neighbour is received anyway (receiveStrayOffers) and fails it.
+//    neighbour is received anyway (receiveStrayOffers) and fails it (but
+//    for a shrink's, from a rank this rank excludes: the shrink's notice
+//    tells that rank instead).
 // 2. Each member sends its parent its part of the table (its channel and
 //    its children's parts); the root then holds the whole table, and the
 //    table goes down the tree. A member takes it only after its parent's
@@ -56,7 +59,14 @@ void putWord(std::vector<uint8_t>& bytes, std::size_t at, uint32_t word) {
 }  // namespace
 
 bool MemberExchange::overTree() const {
-  return terms_.reason == NewGroupTerms::Reason::Subgroup && group()->connectsLazily();
+  return group()->connectsLazily();
+}
+
+uint32_t MemberExchange::reportPurpose(bool up) const {
+  if (terms_.reason == NewGroupTerms::Reason::Shrink) {
+    return up ? tag::kShrinkReportUp : tag::kShrinkReportDown;
+  }
+  return up ? tag::kSubgroupReportUp : tag::kSubgroupReportDown;
 }
 
 void MemberExchange::planTree() {
@@ -86,9 +96,8 @@ Request& MemberExchange::expectOffer(int peer) {
   const Group& parent = *group();
   const auto p = static_cast<std::size_t>(peer);
   offers_[p].assign(offerBytes(), 0);
-  Request& receive =
-      recvTagged(peer, tag::internal(parent.channel(), tag::kSubgroupOffer, value_, static_cast<uint32_t>(peer)),
-                 tag::kMatchAll, offers_[p].data(), offers_[p].size());
+  Request& receive = recvTagged(peer, tag::internal(parent.channel(), purpose(), value_, static_cast<uint32_t>(peer)),
+                                tag::kMatchAll, offers_[p].data(), offers_[p].size());
   offerReceives_[p] = &receive;
   return receive;
 }
@@ -118,14 +127,13 @@ Task MemberExchange::exchangeOverTree() {
     // At most a table of every parent rank: a member whose list differs
     // may send a longer one, which must fail on what it says, not its size.
     reports_[p].assign(header + sizeof(uint32_t) * ranks, 0);
-    const uint32_t purpose = peer == treeParent_ ? tag::kSubgroupReportDown : tag::kSubgroupReportUp;
-    reportFrom[p] = &recvUpTo(peer, tag::internal(parent.channel(), purpose, value_, static_cast<uint32_t>(peer)),
+    const uint32_t kind = reportPurpose(peer != treeParent_);
+    reportFrom[p] = &recvUpTo(peer, tag::internal(parent.channel(), kind, value_, static_cast<uint32_t>(peer)),
                               tag::kMatchAll, reports_[p].data(), reports_[p].size());
     reportReceives_[p] = reportFrom[p];
   }
   for (int peer : neighbours) {
-    sendTagged(peer, tag::internal(parent.peerChannel(peer), tag::kSubgroupOffer, value_, self), mine_.data(),
-               mine_.size());
+    sendTagged(peer, tag::internal(parent.peerChannel(peer), purpose(), value_, self), mine_.data(), mine_.size());
   }
   auto throwIfFailed = [this] {
     if (std::exception_ptr disagreement = firstDisagreement()) {
@@ -165,7 +173,7 @@ Task MemberExchange::exchangeOverTree() {
   const uint8_t* table = upReport_.data();
   if (treeParent_ >= 0) {
     const auto p = static_cast<std::size_t>(treeParent_);
-    sendTagged(treeParent_, tag::internal(parent.peerChannel(treeParent_), tag::kSubgroupReportUp, value_, self),
+    sendTagged(treeParent_, tag::internal(parent.peerChannel(treeParent_), reportPurpose(true), value_, self),
                upReport_.data(), upReport_.size());
     reportedUp_ = true;
     co_await *offerFrom[p];
@@ -175,7 +183,7 @@ Task MemberExchange::exchangeOverTree() {
     table = reports_[p].data();
   }
   for (int child : treeChildren_) {
-    sendTagged(child, tag::internal(parent.peerChannel(child), tag::kSubgroupReportDown, value_, self), table,
+    sendTagged(child, tag::internal(parent.peerChannel(child), reportPurpose(false), value_, self), table,
                header + sizeof(uint32_t) * members);
   }
   co_await all();
@@ -274,20 +282,28 @@ void MemberExchange::announceFailure(const std::exception_ptr& error) {
     }
   };
   if (treeParent_ >= 0 && !reportedUp_) {
-    tell(treeParent_, tag::kSubgroupReportUp);
+    tell(treeParent_, reportPurpose(true));
   }
   for (int child : treeChildren_) {
-    tell(child, tag::kSubgroupReportDown);
+    tell(child, reportPurpose(false));
   }
 }
 
 void MemberExchange::receiveStrayOffers(Transport& transport) {
   const Group& parent = *group();
-  while (auto stray = transport.probe(tag::internal(parent.channel(), tag::kSubgroupOffer, value_, 0),
+  while (auto stray = transport.probe(tag::internal(parent.channel(), purpose(), value_, 0),
                                       tag::kMatchAll & tag::kMatchAnySender)) {
     const auto sender = static_cast<int>(tag::sender(stray->senderTag));
     if (sender >= parent.size() || offerReceives_[static_cast<std::size_t>(sender)] != nullptr) {
-      return;  // not a member's, or one already taken
+      return;  // not a rank of the parent, or one already taken
+    }
+    if (terms_.reason == NewGroupTerms::Reason::Shrink &&
+        !std::binary_search(sortedMembers_.begin(), sortedMembers_.end(), sender)) {
+      // From a rank this shrink excludes: the shrink's notice tells it this
+      // rank's list, and it raises on that (as where every member trades
+      // with every other, whose exchange does not read its offer either).
+      transport.discard(stray->senderTag, tag::kMatchAll);
+      continue;
     }
     expectOffer(sender);
   }

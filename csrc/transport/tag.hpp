@@ -301,6 +301,10 @@ inline constexpr uint64_t kLeftNoticeMask = kChannelFieldsMask | (uint64_t{kMaxP
 // others its channel for the smaller group and the ranks it excludes;
 // value: the round (how many shrinks of the group came before).
 inline constexpr uint32_t kShrinkOffer = 12;
+// Its reports along the tree in a lazily connecting group, as for a
+// subgroup below.
+inline constexpr uint32_t kShrinkReportUp = 13;
+inline constexpr uint32_t kShrinkReportDown = 14;
 // A subgroup made from the group's ranks (split, new_group), likewise;
 // value: 26 bits of a hash of the new group's name. In a block of four
 // of its own, as every purpose that masks may someday group.

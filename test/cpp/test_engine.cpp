@@ -767,6 +767,65 @@ TEST_CASE(
                            "; every member must pass the same ranks");
     }
   }
+  SECTION("a shrink's survivors trade along the tree too, and hear the excluded rank's other list at once") {
+    auto shrink = [&](int rank, std::vector<int> excluded) {
+      const auto r = static_cast<std::size_t>(rank);
+      channels[r] = std::make_shared<std::vector<uint32_t>>();
+      auto op = std::make_unique<MemberExchange>(group[r], NewGroupTerms::shrink(kRanks, excluded, 0), 300 + rank, 60s,
+                                                 channels[r]);
+      std::string opName = op->name();
+      auto completion = op->sharedCompletion();
+      auto notice = std::make_unique<ShrinkNotice>(group[r], std::move(excluded), op->offer(), 0, 60s);
+      [[maybe_unused]] Engine::Lease none = cluster.engine(rank).submit(std::move(notice));
+      [[maybe_unused]] Engine::Lease none2 = cluster.engine(rank).submit(std::move(op));
+      return Submitted(cluster.engine(rank), completion, opName);
+    };
+    std::vector<Submitted> runs;
+    for (int rank = 0; rank < 7; ++rank) {
+      runs.push_back(shrink(rank, {7}));
+    }
+    for (int rank = 0; rank < 7; ++rank) {
+      runs[static_cast<std::size_t>(rank)].wait();
+      CHECK(*channels[static_cast<std::size_t>(rank)] == std::vector<uint32_t>{300, 301, 302, 303, 304, 305, 306, 0});
+    }
+    // Itself, its tree neighbours (0 -> {1, 2, 4}, 2 -> {3}, 4 -> {5, 6})
+    // and rank 7, whom the shrink's notice tells.
+    const int neighbours[7] = {3, 1, 2, 1, 3, 1, 1};
+    for (int rank = 0; rank < 7; ++rank) {
+      INFO("rank " << rank);
+      CHECK(connections(rank) == 2 + neighbours[rank]);
+    }
+    // Rank 7 shrinks the same group by another list (round 1 on every
+    // rank): a survivor's notice reaches it, outside its tree, and it
+    // raises at once; the survivors, whose tree holds no rank 7, agree.
+    runs.clear();
+    for (int rank = 0; rank < 7; ++rank) {
+      channels[static_cast<std::size_t>(rank)] = std::make_shared<std::vector<uint32_t>>();
+    }
+    auto odd = std::make_unique<MemberExchange>(group[7], NewGroupTerms::shrink(kRanks, {6}, 1), 307, 60s,
+                                                std::make_shared<std::vector<uint32_t>>());
+    const std::string oddName = odd->name();
+    auto oddDone = odd->sharedCompletion();
+    { [[maybe_unused]] Engine::Lease none = cluster.engine(7).submit(std::move(odd)); }
+    for (int rank = 0; rank < 7; ++rank) {
+      const auto r = static_cast<std::size_t>(rank);
+      auto op = std::make_unique<MemberExchange>(group[r], NewGroupTerms::shrink(kRanks, {7}, 1), 300 + rank, 60s,
+                                                 channels[r]);
+      std::string opName = op->name();
+      auto completion = op->sharedCompletion();
+      auto notice = std::make_unique<ShrinkNotice>(group[r], std::vector<int>{7}, op->offer(), 1, 60s);
+      [[maybe_unused]] Engine::Lease none = cluster.engine(rank).submit(std::move(notice));
+      [[maybe_unused]] Engine::Lease none2 = cluster.engine(rank).submit(std::move(op));
+      runs.emplace_back(cluster.engine(rank), completion, opName);
+    }
+    const std::string message =
+        messageOf<MismatchError>([&] { Submitted(cluster.engine(7), oddDone, oddName).wait(); });
+    CHECK_THAT(message, Catch::Matchers::EndsWith(" excludes ranks [7] where this rank excludes [6]; every rank that "
+                                                  "goes on must pass the same ranks_to_exclude"));
+    for (auto& run : runs) {
+      run.wait();
+    }
+  }
   SECTION("a member that closed the parent instead: every member raises, naming it") {
     // Rank 5 is rank 4's child in the tree of [0..5]; rank 4 learns that
     // it left when it reaches for it, and the others from rank 4's report.
