@@ -92,7 +92,9 @@ class MemberExchange final : public Operation {
   // The first report received that says the exchange failed, if any.
   std::exception_ptr reportedFailure();
   // An offer from a rank that is no tree neighbour of this one (its tree,
-  // so its list, differs): received, so that firstDisagreement names it.
+  // so its list, differs): received, so that firstDisagreement names it;
+  // for a shrink, one from a rank it excludes is dropped instead (the
+  // shrink's notice tells that rank).
   void receiveStrayOffers(Transport& transport);
   Request& expectOffer(int peer);
 

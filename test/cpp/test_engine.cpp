@@ -768,21 +768,21 @@ TEST_CASE(
     }
   }
   SECTION("a shrink's survivors trade along the tree too, and hear the excluded rank's other list at once") {
-    auto shrink = [&](int rank, std::vector<int> excluded) {
+    auto shrink = [&](int rank, std::vector<int> excluded, uint32_t round) {
       const auto r = static_cast<std::size_t>(rank);
       channels[r] = std::make_shared<std::vector<uint32_t>>();
-      auto op = std::make_unique<MemberExchange>(group[r], NewGroupTerms::shrink(kRanks, excluded, 0), 300 + rank, 60s,
-                                                 channels[r]);
+      auto op = std::make_unique<MemberExchange>(group[r], NewGroupTerms::shrink(kRanks, excluded, round), 300 + rank,
+                                                 60s, channels[r]);
       std::string opName = op->name();
       auto completion = op->sharedCompletion();
-      auto notice = std::make_unique<ShrinkNotice>(group[r], std::move(excluded), op->offer(), 0, 60s);
+      auto notice = std::make_unique<ShrinkNotice>(group[r], std::move(excluded), op->offer(), round, 60s);
       [[maybe_unused]] Engine::Lease none = cluster.engine(rank).submit(std::move(notice));
       [[maybe_unused]] Engine::Lease none2 = cluster.engine(rank).submit(std::move(op));
       return Submitted(cluster.engine(rank), completion, opName);
     };
     std::vector<Submitted> runs;
     for (int rank = 0; rank < 7; ++rank) {
-      runs.push_back(shrink(rank, {7}));
+      runs.push_back(shrink(rank, {7}, 0));
     }
     for (int rank = 0; rank < 7; ++rank) {
       runs[static_cast<std::size_t>(rank)].wait();
@@ -799,24 +799,13 @@ TEST_CASE(
     // rank): a survivor's notice reaches it, outside its tree, and it
     // raises at once; the survivors, whose tree holds no rank 7, agree.
     runs.clear();
-    for (int rank = 0; rank < 7; ++rank) {
-      channels[static_cast<std::size_t>(rank)] = std::make_shared<std::vector<uint32_t>>();
-    }
     auto odd = std::make_unique<MemberExchange>(group[7], NewGroupTerms::shrink(kRanks, {6}, 1), 307, 60s,
                                                 std::make_shared<std::vector<uint32_t>>());
     const std::string oddName = odd->name();
     auto oddDone = odd->sharedCompletion();
     { [[maybe_unused]] Engine::Lease none = cluster.engine(7).submit(std::move(odd)); }
     for (int rank = 0; rank < 7; ++rank) {
-      const auto r = static_cast<std::size_t>(rank);
-      auto op = std::make_unique<MemberExchange>(group[r], NewGroupTerms::shrink(kRanks, {7}, 1), 300 + rank, 60s,
-                                                 channels[r]);
-      std::string opName = op->name();
-      auto completion = op->sharedCompletion();
-      auto notice = std::make_unique<ShrinkNotice>(group[r], std::vector<int>{7}, op->offer(), 1, 60s);
-      [[maybe_unused]] Engine::Lease none = cluster.engine(rank).submit(std::move(notice));
-      [[maybe_unused]] Engine::Lease none2 = cluster.engine(rank).submit(std::move(op));
-      runs.emplace_back(cluster.engine(rank), completion, opName);
+      runs.push_back(shrink(rank, {7}, 1));
     }
     const std::string message =
         messageOf<MismatchError>([&] { Submitted(cluster.engine(7), oddDone, oddName).wait(); });
